@@ -1,0 +1,45 @@
+# The two commands of the README: `make repro` and `make test`.
+# Both create .venv on first use and install the pinned environment; later runs skip the
+# install unless pyproject.toml or the lock file changed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LOCK := requirements/constraints.txt
+EXTRAS ?= dev
+
+export DVC_NO_ANALYTICS := 1
+# Stage commands in dvc.yaml call `python`: make it the project's interpreter.
+export PATH := $(abspath $(BIN)):$(PATH)
+export PYTHONHASHSEED := 0
+
+.PHONY: install repro test test-slow lock clean-venv
+
+$(STAMP): pyproject.toml $(LOCK)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first and pinned exactly: an unpinned resolve would pull a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+repro: $(STAMP)
+	$(BIN)/dvc repro
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+# Regenerate the lock file from a fresh resolve (maintainers only).
+lock:
+	rm -rf /tmp/lock-venv && $(PYTHON) -m venv /tmp/lock-venv
+	/tmp/lock-venv/bin/python -m pip install --quiet torch==2.13.0
+	/tmp/lock-venv/bin/python -m pip install --quiet -e ".[dev]"
+	/tmp/lock-venv/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > $(LOCK)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Shared library: blocks, models, data, training and evaluation for all three papers."""

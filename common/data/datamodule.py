@@ -1,0 +1,98 @@
+"""`TextDataModule`: batches of tokenized text for causal language modelling.
+
+Its training loader can be resumed exactly: the shuffle order of epoch e is a function of
+(seed, e) alone, and the loader's position inside the epoch is saved in every checkpoint, so a
+run restarted from a checkpoint sees precisely the batches the killed run had not yet seen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from common.data.tokenized import load_tokenized
+
+
+def collate_lm(rows: list[dict]) -> dict[str, torch.Tensor]:
+    """Stack rows; labels are the inputs with padding set to -100 (the model shifts them)."""
+    input_ids = torch.stack([torch.as_tensor(r["input_ids"], dtype=torch.long) for r in rows])
+    mask = torch.stack([torch.as_tensor(r["attention_mask"], dtype=torch.long) for r in rows])
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": input_ids.masked_fill(mask == 0, -100)}
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A permutation of `range(n)` drawn from (seed, epoch); Lightning calls `set_epoch`."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader that reports how many batches of the current epoch it has handed out.
+
+    Lightning saves `state_dict()` in checkpoints and calls `load_state_dict()` on resume; the next
+    epoch iteration then skips the batches already trained on. (A sized loader is not prefetched
+    by Lightning, so batches handed out equals batches trained on.) Skipped batches are collated
+    and dropped, which costs no model compute and works with any sampler.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._position, self._skip = 0, 0
+
+    def __iter__(self):
+        skip, self._skip = self._skip, 0
+        self._position = 0
+        for batch in super().__iter__():
+            self._position += 1
+            if self._position > skip:
+                yield batch
+
+    def state_dict(self) -> dict:
+        return {"batches_yielded": self._position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._skip = state["batches_yielded"]
+
+
+class TextDataModule(L.LightningDataModule):
+    """Loads a tokenized `DatasetDict` written by the `tokenize` stage; `batch_size` is per device."""
+
+    def __init__(self, data_dir: str | Path, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 train_split: str = "train", val_split: str = "validation"):
+        super().__init__()
+        self.data_dir = Path(data_dir)
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.train_split, self.val_split = train_split, val_split
+        self.data = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.data is None:
+            self.data = load_tokenized(self.data_dir, splits=(self.train_split, self.val_split))
+
+    def train_dataloader(self) -> DataLoader:
+        train = self.data[self.train_split]
+        return ResumableDataLoader(train, batch_size=self.batch_size, sampler=EpochShuffleSampler(len(train), self.seed),
+                                   **self._loader_kwargs())
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.data[self.val_split], batch_size=self.batch_size, shuffle=False, **self._loader_kwargs())
+
+    def _loader_kwargs(self) -> dict:
+        return {"collate_fn": collate_lm, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}

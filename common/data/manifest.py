@@ -1,0 +1,61 @@
+"""Manifests of generated data: counts, seed, parameters and a content hash per file.
+
+Every data stage writes `manifest.json` into its output directory. Loaders verify the hashes, so
+a truncated or overwritten Arrow file is reported as corrupted instead of being half-read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from common.errors import DataError
+from common.io import write_json
+
+MANIFEST = "manifest.json"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: str | Path, *, stage: str, params: dict[str, Any], counts: dict[str, int],
+                   seed: int | None = None) -> dict[str, Any]:
+    """Hash every file under `directory` and write the manifest next to them."""
+    directory = Path(directory)
+    files = {
+        str(p.relative_to(directory)): file_sha256(p)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    manifest = {"stage": stage, "seed": seed, "params": params, "counts": counts, "files": files}
+    write_json(directory / MANIFEST, manifest)
+    return manifest
+
+
+def verify_manifest(directory: str | Path, *, hint: str) -> dict[str, Any]:
+    """Check that `directory` exists and matches its manifest; `hint` says how to rebuild it."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"{directory}: data directory not found; {hint}")
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise DataError(f"{directory}: no {MANIFEST}, so the data is incomplete; {hint}")
+    try:
+        manifest = json.loads(path.read_text())
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise DataError(f"{path}: unreadable manifest; {hint}") from None
+    for name, expected in files.items():
+        target = directory / name
+        if not target.is_file():
+            raise DataError(f"{target}: file listed in the manifest is missing; {hint}")
+        if file_sha256(target) != expected:
+            raise DataError(f"{target}: corrupted (content hash differs from the manifest); {hint}")
+    return manifest

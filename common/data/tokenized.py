@@ -1,0 +1,75 @@
+"""Tokenized corpora as Arrow data sets, in the two layouts the papers use.
+
+- `padded`: one document per row, cut or right-padded to `n_ctx`. The masked mixer needs it: its
+  token-mixing convolution has exactly `n_ctx` channels, so every row must be that long.
+- `packed`: documents joined end to end and cut into `n_ctx` blocks; the remainder is dropped.
+
+Each document is followed by `</s>`, which the model learns to predict. Rows carry an
+`attention_mask` that is 1 on real tokens and 0 on padding; the collator turns padding into label
+-100 so it never enters the loss (pad and `</s>` share an id, so the mask, not the id, decides).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import numpy as np
+
+from common.data.manifest import verify_manifest
+from common.errors import DataError
+
+
+def tokenize_padded(texts: datasets.Dataset, tokenizer, n_ctx: int, num_proc: int | None = None) -> datasets.Dataset:
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+    def encode(batch):
+        ids = tokenizer(batch["text"], add_special_tokens=False)["input_ids"]
+        rows, masks = [], []
+        for doc in ids:
+            doc = (doc + [eos])[:n_ctx]
+            rows.append(doc + [pad] * (n_ctx - len(doc)))
+            masks.append([1] * len(doc) + [0] * (n_ctx - len(doc)))
+        return {"input_ids": rows, "attention_mask": masks}
+
+    return texts.map(encode, batched=True, remove_columns=texts.column_names, num_proc=num_proc,
+                     features=_features(), desc=f"tokenize (padded, n_ctx={n_ctx})")
+
+
+def tokenize_packed(texts: datasets.Dataset, tokenizer, n_ctx: int) -> datasets.Dataset:
+    eos = tokenizer.eos_token_id
+    stream: list[int] = []
+    for start in range(0, len(texts), 1000):
+        for doc in tokenizer(texts[start:start + 1000]["text"], add_special_tokens=False)["input_ids"]:
+            stream.extend(doc)
+            stream.append(eos)
+    n_blocks = len(stream) // n_ctx
+    blocks = np.asarray(stream[: n_blocks * n_ctx], dtype=np.int32).reshape(n_blocks, n_ctx)
+    return datasets.Dataset.from_dict(
+        {"input_ids": blocks, "attention_mask": np.ones_like(blocks, dtype=np.int8)}, features=_features()
+    )
+
+
+def _features() -> datasets.Features:
+    return datasets.Features({
+        "input_ids": datasets.Sequence(datasets.Value("int32")),
+        "attention_mask": datasets.Sequence(datasets.Value("int8")),
+    })
+
+
+def load_tokenized(path: str | Path, splits: tuple[str, ...] = ("train", "validation")) -> datasets.DatasetDict:
+    """Load a tokenized `DatasetDict`, verifying it against its manifest first."""
+    hint = "rebuild it with `dvc repro tokenize`"
+    verify_manifest(path, hint=hint)
+    try:
+        data = datasets.load_from_disk(str(path))
+    except Exception as err:  # Arrow raises many types for damaged files; all mean the same here
+        raise DataError(f"{path}: unreadable Arrow data ({type(err).__name__}); {hint}") from None
+    if not isinstance(data, datasets.DatasetDict):
+        raise DataError(f"{path}: expected a DatasetDict with splits {', '.join(splits)}; {hint}")
+    for split in splits:
+        if split not in data:
+            raise DataError(f"{path}: split {split!r} missing (have {', '.join(data)}); {hint}")
+        if "input_ids" not in data[split].column_names:
+            raise DataError(f"{path}/{split}: no input_ids column; {hint}")
+    return data

@@ -1,0 +1,49 @@
+"""Errors a user can cause, and the one-line exit that reports them.
+
+Stage scripts wrap their `main` in `exit_on_user_error`: a `UserError` becomes a single line on
+stderr and exit status 2, never a traceback. Programming errors still raise normally.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Callable, TypeVar
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+class UserError(Exception):
+    """Something the user can fix: a bad config, a missing file, corrupted data."""
+
+
+class ConfigError(UserError):
+    """A config file that does not parse or does not validate."""
+
+
+class DataError(UserError):
+    """Input data that is missing, corrupted or of the wrong shape."""
+
+
+class HubUnavailable(UserError):
+    """A Hugging Face Hub data set or model that cannot be reached from here."""
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite."""
+
+
+def exit_on_user_error(main: F) -> F:
+    """Run `main`; turn a `UserError` into `error: <message>` on stderr and exit status 2."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except UserError as err:
+            logging.shutdown()
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,59 @@
+"""Atomic outputs: a stage either leaves a complete output or none at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a scratch directory next to `path`; on success it replaces `path` in one rename.
+
+    On any exception the scratch directory is removed and an existing `path` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if path.is_dir() and not path.is_symlink():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        path.rename(old)
+        tmp.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        tmp.rename(path)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
+    """Open a temporary file next to `path` for writing; rename it over `path` when closed cleanly."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | Path, payload: object) -> None:
+    """Write `payload` as indented, key-sorted JSON, atomically."""
+    with atomic_file(path) as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True)
+        handle.write("\n")

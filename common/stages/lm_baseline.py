@@ -1,0 +1,80 @@
+"""Stage `lm_baseline`: a small Llama-style causal LM (Hugging Face `LlamaForCausalLM`) trained on
+the packed story tokens. Writes final and best metrics as JSON and a loss-curve PNG.
+
+Checkpoints go to the run directory; a run that was killed resumes from its last checkpoint when
+the stage is started again with the same configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import lightning as L
+
+from common.config import bounded
+from common.data.datamodule import TextDataModule
+from common.data.tokenized import load_tokenized
+from common.data.tokenizer import load_tokenizer
+from common.errors import exit_on_user_error
+from common.eval.plots import plot_loss_curves
+from common.models.hf import LlamaSpec, build_llama
+from common.stages import load_stage, stage_parser
+from common.training.callbacks import MetricsJSON
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig
+from common.training.trainer import TrainerConfig, build_trainer, fit
+
+log = logging.getLogger("lm_baseline")
+
+
+@dataclass
+class DataSpec:
+    batch_size: int = bounded(16, ge=1)
+    num_workers: int = bounded(0, ge=0)
+
+
+@dataclass
+class LMBaselineConfig:
+    seed: int = 0
+    model: LlamaSpec = field(default_factory=LlamaSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--run-dir", type=Path, default=Path("data/lm_baseline"))
+    parser.add_argument("--metrics", type=Path, default=Path("results/lm_baseline.json"))
+    parser.add_argument("--plot", type=Path, default=Path("results/lm_baseline_loss.png"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "lm_baseline", LMBaselineConfig)
+
+    # Validate every input before anything is written.
+    vocab_size = len(load_tokenizer(args.tokenizer))
+    n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
+
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    net = build_llama(cfg.model, vocab_size=vocab_size, n_ctx=n_ctx)
+    module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
+    datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
+                                seed=cfg.seed)
+    n_params = sum(p.numel() for p in net.parameters())
+    metrics = MetricsJSON(args.metrics, extra={"profile": profile, "n_params": n_params, "n_ctx": n_ctx,
+                                               "vocab_size": vocab_size, "batch_size": cfg.data.batch_size})
+    trainer = build_trainer(cfg.trainer, args.run_dir, callbacks=[metrics])
+    fit(trainer, module, datamodule, args.run_dir, run_config={"profile": profile, **asdict(cfg)})
+
+    if trainer.is_global_zero:
+        plot_loss_curves(metrics.history, args.plot,
+                         title=f"lm_baseline ({profile}): Llama, {n_params / 1e6:.2f}M parameters")
+        log.info("wrote %s and %s", args.metrics, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Stage `tokenize`: the story corpus as token ids, padded (one story per row) and packed."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+
+from common.config import bounded
+from common.data.manifest import verify_manifest, write_manifest
+from common.data.tokenized import tokenize_packed, tokenize_padded
+from common.data.tokenizer import load_tokenizer
+from common.errors import exit_on_user_error
+from common.io import atomic_dir
+from common.stages import load_stage, stage_parser
+
+log = logging.getLogger("tokenize")
+
+
+@dataclass
+class TokenizeConfig:
+    padded_n_ctx: int = bounded(512, ge=2)
+    packed_n_ctx: int = bounded(256, ge=2)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--out", type=Path, default=Path("data/tokenized"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "tokenize", TokenizeConfig)
+    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
+    tokenizer = load_tokenizer(args.tokenizer)
+    stories = datasets.load_from_disk(str(args.stories))
+    layouts = {
+        "padded": (cfg.padded_n_ctx, lambda ds: tokenize_padded(ds, tokenizer, cfg.padded_n_ctx)),
+        "packed": (cfg.packed_n_ctx, lambda ds: tokenize_packed(ds, tokenizer, cfg.packed_n_ctx)),
+    }
+    with atomic_dir(args.out) as tmp:
+        for layout, (n_ctx, encode) in layouts.items():
+            encoded = datasets.DatasetDict({split: encode(ds) for split, ds in stories.items()})
+            encoded.save_to_disk(str(tmp / layout))
+            write_manifest(tmp / layout, stage="tokenize", params={"profile": profile, "layout": layout,
+                                                                    "n_ctx": n_ctx, **asdict(cfg)},
+                           counts={split: len(ds) for split, ds in encoded.items()})
+            log.info("%s: %s rows of %d tokens", layout, {s: len(d) for s, d in encoded.items()}, n_ctx)
+
+
+if __name__ == "__main__":
+    main()

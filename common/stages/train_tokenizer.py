@@ -1,0 +1,47 @@
+"""Stage `train_tokenizer`: byte-level BPE on the training stories, saved for `transformers`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+
+from common.config import bounded
+from common.data.manifest import verify_manifest, write_manifest
+from common.data.tokenizer import train_tokenizer
+from common.errors import exit_on_user_error
+from common.io import atomic_dir
+from common.stages import load_stage, stage_parser
+
+log = logging.getLogger("train_tokenizer")
+
+
+@dataclass
+class TokenizerConfig:
+    vocab_size: int = bounded(4096, ge=259)
+    max_texts: int | None = bounded(None, ge=1)  # train on the first N stories only; None = all
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
+    parser.add_argument("--out", type=Path, default=Path("data/tokenizer"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "tokenizer", TokenizerConfig)
+    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
+    train = datasets.load_from_disk(str(args.stories))["train"]
+    if cfg.max_texts is not None:
+        train = train.select(range(min(cfg.max_texts, len(train))))
+    tokenizer = train_tokenizer((row["text"] for row in train), vocab_size=cfg.vocab_size)
+    with atomic_dir(args.out) as tmp:
+        tokenizer.save_pretrained(str(tmp))
+        write_manifest(tmp, stage="train_tokenizer", params={"profile": profile, **asdict(cfg)},
+                       counts={"texts": len(train), "vocab_size": len(tokenizer)})
+    log.info("wrote %s: vocabulary of %d from %d stories", args.out, len(tokenizer), len(train))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""LightningModules. Each is handed its network; it owns the loss, metrics and optimizer only."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from common.training.optim import OptimConfig, build_optimizer
+
+IGNORE_INDEX = -100
+
+
+def _unwrap(output) -> torch.Tensor:
+    """Accept a tensor or a Hugging Face output object."""
+    for name in ("logits", "last_hidden_state"):
+        if hasattr(output, name):
+            return getattr(output, name)
+    return output[0] if isinstance(output, tuple) else output
+
+
+def shifted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Next-token loss: position t predicts label t+1; labels of -100 are ignored."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+
+
+class CausalLMModule(L.LightningModule):
+    """Causal language modelling for any network that maps `input_ids` to logits `[B, T, V]`."""
+
+    def __init__(self, net: nn.Module, vocab_size: int, optim: OptimConfig | None = None):
+        super().__init__()
+        self.net = net
+        self.optim = optim or OptimConfig()
+        self.save_hyperparameters({"vocab_size": vocab_size, "optim": vars(self.optim)})
+        self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
+        # Token-weighted mean of the loss; perplexity is its exponential, so both agree exactly.
+        self.val_loss = MeanMetric()
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return _unwrap(self.net(input_ids))
+
+    def _step(self, batch):
+        logits = self(batch["input_ids"])
+        labels = batch["labels"]
+        loss = shifted_cross_entropy(logits, labels)
+        preds, targets = logits[:, :-1].argmax(-1), labels[:, 1:]
+        return loss, preds, targets
+
+    def training_step(self, batch, batch_idx):
+        loss, preds, targets = self._step(batch)
+        self.train_acc(preds, targets)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc)
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, preds, targets = self._step(batch)
+        self.val_acc(preds, targets)
+        self.val_loss.update(loss, weight=(targets != IGNORE_INDEX).sum())
+        self.log("val/acc", self.val_acc)
+
+    def on_validation_epoch_end(self):
+        loss = self.val_loss.compute()
+        self.val_loss.reset()
+        self.log("val/loss", loss, prog_bar=True, sync_dist=False)
+        self.log("val/ppl", loss.exp())
+
+    def configure_optimizers(self):
+        optimizer, scheduler = build_optimizer(self.net, self.optim, self.trainer.max_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class SequenceClassificationModule(L.LightningModule):
+    """Classification from a network's hidden states `[B, T, D]`, pooled then projected.
+
+    `pooling="last"` takes the last non-padding position (right padding, given by
+    `attention_mask`); `"mean"` averages the non-padding positions.
+    """
+
+    def __init__(self, net: nn.Module, d_model: int, num_classes: int,
+                 pooling: Literal["last", "mean"] = "last", optim: OptimConfig | None = None):
+        super().__init__()
+        if pooling not in ("last", "mean"):
+            raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
+        self.net = net
+        self.head = nn.Linear(d_model, num_classes)
+        self.pooling = pooling
+        self.optim = optim or OptimConfig()
+        self.save_hyperparameters({"d_model": d_model, "num_classes": num_classes, "pooling": pooling,
+                                   "optim": vars(self.optim)})
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        mask = mask.to(hidden.dtype)
+        if self.pooling == "mean":
+            return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+        last = (mask.sum(1).long() - 1).clamp_min(0)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = _unwrap(self.net(input_ids))
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape, device=input_ids.device)
+        return self.head(self.pool(hidden, attention_mask))
+
+    def _step(self, batch):
+        logits = self(batch["input_ids"], batch.get("attention_mask"))
+        return F.cross_entropy(logits.float(), batch["label"]), logits.argmax(-1)
+
+    def training_step(self, batch, batch_idx):
+        loss, preds = self._step(batch)
+        self.train_acc(preds, batch["label"])
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, preds = self._step(batch)
+        self.val_acc(preds, batch["label"])
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
+        self.log("val/acc", self.val_acc, prog_bar=True)
+
+    def configure_optimizers(self):
+        modules = nn.ModuleDict({"net": self.net, "head": self.head})
+        optimizer, scheduler = build_optimizer(modules, self.optim, self.trainer.max_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

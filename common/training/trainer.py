@@ -1,0 +1,107 @@
+"""Build a Lightning `Trainer` from config, and run `fit` with checkpoints and resume.
+
+Everything that decides where and how training runs (accelerator, devices, strategy, nodes,
+precision) comes from `TrainerConfig`, so the same config scales from a laptop to multi-node DDP
+or FSDP: only those five values change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+
+from common.config import bounded
+from common.io import write_json
+from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainerConfig:
+    accelerator: str = "cpu"
+    devices: int | str = 1
+    strategy: str = "auto"
+    num_nodes: int = bounded(1, ge=1)
+    precision: str = "32-true"
+    max_steps: int = bounded(1000, ge=1)
+    max_time_s: float | None = bounded(None, gt=0)  # wall-clock budget; None means no budget
+    val_every_n_steps: int = bounded(200, ge=1)
+    limit_val_batches: int = bounded(20, ge=1)
+    gradient_clip_val: float | None = bounded(1.0, gt=0)
+    accumulate_grad_batches: int = bounded(1, ge=1)
+    log_every_n_steps: int = bounded(10, ge=1)
+    checkpoint_every_n_steps: int = bounded(100, ge=1)
+    deterministic: bool = True
+    progress_bar: bool = True
+    threads: int | None = bounded(None, ge=1)  # torch intra-op threads; None keeps torch's choice
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes each checkpoint to a temporary file and renames it into place, so a process killed
+    mid-write leaves the previous `last.ckpt` intact instead of a truncated one."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        super().save_checkpoint(checkpoint, tmp, storage_options)
+        os.replace(tmp, path)
+
+
+def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Callback] = ()) -> L.Trainer:
+    run_dir = Path(run_dir)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    checkpoint = ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
+                                 every_n_train_steps=cfg.checkpoint_every_n_steps)
+    guards: list[L.Callback] = [NonFiniteLossGuard(), checkpoint]
+    if cfg.max_time_s is not None:
+        guards.append(WallClockBudget(cfg.max_time_s))
+    return L.Trainer(
+        accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+        precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
+        val_check_interval=cfg.val_every_n_steps, check_val_every_n_epoch=None,
+        limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
+        gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
+        log_every_n_steps=cfg.log_every_n_steps, deterministic=cfg.deterministic,
+        enable_progress_bar=cfg.progress_bar, enable_model_summary=False,
+        logger=CSVLogger(run_dir, name="logs", version=""), default_root_dir=run_dir,
+        callbacks=[*guards, *callbacks], plugins=[AtomicCheckpointIO()],
+    )
+
+
+RUN_STATE = "run_state.json"
+
+
+def fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule,
+        run_dir: str | Path, run_config: dict) -> None:
+    """`trainer.fit`, resuming from `run_dir/checkpoints/last.ckpt` when that run was cut short.
+
+    A run resumes only if it never finished and was started with exactly the same `run_config`;
+    otherwise its old checkpoints are removed and training starts afresh. That makes a killed
+    `dvc repro` pick up where it stopped, without ever resuming into a changed experiment.
+    """
+    run_dir = Path(run_dir)
+    state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    resumable = state.get("config") == run_config and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
+    if trainer.is_global_zero:
+        if not resumable:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            write_json(state_path, {"config": run_config, "complete": False})
+        else:
+            log.info("resuming from %s", ckpt_dir / "last.ckpt")
+    trainer.strategy.barrier()
+    trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
+    if trainer.is_global_zero:
+        write_json(state_path, {"config": run_config, "complete": True, "global_step": trainer.global_step})

@@ -1,0 +1,57 @@
+"""Shared fixtures: a smoke-profile params file and the smoke data chain, built once per session."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smoke_params(**overrides) -> dict:
+    """The repository's params.yaml switched to the smoke profile, with `section.key` overrides
+    applied to the smoke block, e.g. `smoke_params(**{"lm_baseline.trainer.max_steps": 8})`."""
+    params = copy.deepcopy(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    params["profile"] = "smoke"
+    for dotted, value in overrides.items():
+        section, *path = dotted.split(".")
+        node = params[section].setdefault("smoke", {}) or {}
+        params[section]["smoke"] = node
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return params
+
+
+def write_params(path: Path, params: dict) -> Path:
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 300, **kwargs):
+    """Run `python -m module args...` from the repository root, capturing output."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def smoke_data(tmp_path_factory) -> dict[str, Path]:
+    """Stories, tokenizer and tokenized data at the smoke profile, made by the stage functions."""
+    from common.stages import generate_stories, tokenize_corpus, train_tokenizer
+
+    root = tmp_path_factory.mktemp("smoke")
+    params = write_params(root / "params.yaml", smoke_params())
+    paths = {"params": params, "stories": root / "stories", "tokenizer": root / "tokenizer",
+             "tokenized": root / "tokenized"}
+    generate_stories.main(["--params", str(params), "--out", str(paths["stories"])])
+    train_tokenizer.main(["--params", str(params), "--stories", str(paths["stories"]), "--out", str(paths["tokenizer"])])
+    tokenize_corpus.main(["--params", str(params), "--stories", str(paths["stories"]),
+                          "--tokenizer", str(paths["tokenizer"]), "--out", str(paths["tokenized"])])
+    return paths

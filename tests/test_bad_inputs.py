@@ -1,0 +1,101 @@
+"""Each user mistake gives one line on stderr, exit status 2, and leaves no output behind."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from common.stages import generate_stories, lm_baseline
+from tests.conftest import run_module, smoke_params, write_params
+
+
+def outputs(tmp_path):
+    return {"run": tmp_path / "out" / "run", "metrics": tmp_path / "out" / "metrics.json",
+            "plot": tmp_path / "out" / "loss.png"}
+
+
+def run_baseline(tmp_path, params, data, tokenizer):
+    out = outputs(tmp_path)
+    return lm_baseline.main(["--params", str(params), "--data", str(data), "--tokenizer", str(tokenizer),
+                             "--run-dir", str(out["run"]), "--metrics", str(out["metrics"]),
+                             "--plot", str(out["plot"])])
+
+
+def assert_one_line_exit(capsys, excinfo, expected):
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0] == err[-1], err
+    assert expected in errors[0], errors[0]
+
+
+def assert_nothing_written(tmp_path):
+    for path in outputs(tmp_path).values():
+        assert not path.exists(), path
+    leftovers = list((tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else []
+    assert leftovers == []
+
+
+BAD_PARAMS = {
+    "malformed_yaml": ("profile: smoke\nlm_baseline: {base: {seed: 0}\n", "malformed YAML"),
+    "unknown_key": ({"lm_baseline.trainer.max_stepz": 5},
+                    "lm_baseline.smoke.trainer.max_stepz: unknown key; allowed: accelerator,"),
+    "negative_batch_size": ({"lm_baseline.data.batch_size": -8},
+                            "lm_baseline.smoke.data.batch_size: must be >= 1, got -8"),
+    "wrong_type": ({"lm_baseline.optim.lr": "fast"}, "lm_baseline.smoke.optim.lr: expected a number, got str 'fast'"),
+    "bad_choice": ({"lm_baseline.optim.schedule": "step"},
+                   "lm_baseline.smoke.optim.schedule: 'step' is not allowed; allowed: cosine, linear, constant"),
+    "impossible_heads": ({"lm_baseline.model.n_heads": 3}, "lm_baseline.smoke.model.n_heads: must divide d_model=32"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PARAMS))
+def test_bad_params(case, smoke_data, tmp_path, capsys):
+    spec, expected = BAD_PARAMS[case]
+    params = tmp_path / "params.yaml"
+    if isinstance(spec, str):
+        params.write_text(spec)
+    else:
+        write_params(params, smoke_params(**spec))
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, params, smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, expected)
+    assert_nothing_written(tmp_path)
+
+
+def test_missing_data_directory(smoke_data, tmp_path, capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], tmp_path / "no_such_dir", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, "no_such_dir: data directory not found")
+    assert_nothing_written(tmp_path)
+
+
+def test_corrupted_arrow_file(smoke_data, tmp_path, capsys):
+    data = tmp_path / "packed"
+    shutil.copytree(smoke_data["tokenized"] / "packed", data)
+    arrow = next((data / "train").glob("*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])  # a truncated file
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], data, smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, "corrupted (content hash differs from the manifest)")
+    assert_nothing_written(tmp_path)
+
+
+def test_unknown_profile_leaves_no_stories(tmp_path, capsys):
+    params = write_params(tmp_path / "params.yaml", {**smoke_params(), "profile": "huge"})
+    with pytest.raises(SystemExit) as excinfo:
+        generate_stories.main(["--params", str(params), "--out", str(tmp_path / "out" / "stories")])
+    assert_one_line_exit(capsys, excinfo, "profile: 'huge' is not a profile; allowed: smoke, tiny, paper")
+    assert not (tmp_path / "out").exists()
+
+
+def test_real_cli_prints_exactly_one_line(tmp_path):
+    """The installed entry point itself: stderr is exactly the error line, the exit status is 2."""
+    (tmp_path / "params.yaml").write_text("profile: smoke\nstories: [unclosed\n")
+    result = run_module("common.stages.generate_stories", "--params", tmp_path / "params.yaml",
+                        "--out", tmp_path / "stories")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert "malformed YAML" in result.stderr and "params.yaml:" in result.stderr
+    assert not (tmp_path / "stories").exists()

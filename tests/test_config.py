@@ -1,0 +1,97 @@
+"""Config loading and validation: every user mistake is one line naming the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from common.config import bounded, from_dict, load_yaml, stage_config
+from common.errors import ConfigError
+
+
+@dataclass
+class Inner:
+    batch_size: int = bounded(8, ge=1)
+    lr: float = bounded(1e-3, gt=0)
+    mode: Literal["padded", "packed"] = "padded"
+    devices: int | str = 1
+    limit: int | None = None
+
+
+@dataclass
+class Outer:
+    name: str = "x"
+    inner: Inner = field(default_factory=Inner)
+    sizes: list[int] = field(default_factory=list)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"inner": {"batch_size": -4}}, "cfg.inner.batch_size: must be >= 1, got -4"),
+    ({"inner": {"bogus": 1}}, "cfg.inner.bogus: unknown key; allowed: batch_size, devices, limit, lr, mode"),
+    ({"inner": {"mode": "ragged"}}, "cfg.inner.mode: 'ragged' is not allowed; allowed: padded, packed"),
+    ({"inner": {"lr": "fast"}}, "cfg.inner.lr: expected a number, got str 'fast'"),
+    ({"inner": {"batch_size": 2.5}}, "cfg.inner.batch_size: expected an integer, got float 2.5"),
+    ({"inner": {"batch_size": True}}, "cfg.inner.batch_size: expected an integer, got bool True"),
+    ({"inner": 3}, "cfg.inner: expected a mapping, got int 3"),
+    ({"sizes": [1, "two"]}, "cfg.sizes[1]: expected an integer, got str 'two'"),
+    ({"inner": {"devices": [1]}}, "cfg.inner.devices: expected int or str, got list [1]"),
+])
+def test_validation_names_the_key(data, message):
+    with pytest.raises(ConfigError) as err:
+        from_dict(Outer, data, "cfg")
+    assert str(err.value) == message
+
+
+def test_valid_config_converts_types():
+    cfg = from_dict(Outer, {"inner": {"lr": 1, "devices": "auto", "limit": None}, "sizes": [1, 2]}, "cfg")
+    assert cfg.inner.lr == 1.0 and isinstance(cfg.inner.lr, float)
+    assert cfg.inner.devices == "auto" and cfg.sizes == [1, 2] and cfg.inner.batch_size == 8
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("profile: tiny\nstories:\n  base: {seed: 0\n  tiny: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_yaml(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:") and "malformed YAML" in message and "\n" not in message
+
+
+def test_missing_and_non_mapping_files(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_yaml(tmp_path / "absent.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping at the top level"):
+        load_yaml(tmp_path / "list.yaml")
+
+
+def test_profiles_merge_base_and_reject_unknowns():
+    params = {"profile": "smoke", "sec": {"base": {"batch_size": 4, "lr": 0.5}, "smoke": {"batch_size": 2}}}
+    cfg = stage_config(params, "sec", Inner)
+    assert (cfg.batch_size, cfg.lr) == (2, 0.5)
+    with pytest.raises(ConfigError, match=r"^profile: 'huge' is not a profile; allowed: smoke, tiny, paper$"):
+        stage_config({**params, "profile": "huge"}, "sec", Inner)
+    with pytest.raises(ConfigError, match=r"^sec.smok: unknown key; allowed: base, smoke, tiny, paper$"):
+        stage_config({"profile": "smoke", "sec": {"smok": {}}}, "sec", Inner)
+    with pytest.raises(ConfigError, match=r"^sec: section missing from params$"):
+        stage_config({"profile": "smoke"}, "sec", Inner)
+
+
+def test_repository_params_validate_for_every_profile():
+    """Every stage section of params.yaml builds for every profile (catches typos in paper blocks)."""
+    from common.config import PROFILES
+    from common.stages.generate_stories import StoriesConfig
+    from common.stages.lm_baseline import LMBaselineConfig
+    from common.stages.tokenize_corpus import TokenizeConfig
+    from common.stages.train_tokenizer import TokenizerConfig
+    from tests.conftest import ROOT
+
+    params = load_yaml(ROOT / "params.yaml")
+    sections = {"stories": StoriesConfig, "tokenizer": TokenizerConfig, "tokenize": TokenizeConfig,
+                "lm_baseline": LMBaselineConfig}
+    assert set(params) == {"profile", *sections}, "every params section must be read by a stage"
+    for profile in PROFILES:
+        for section, cls in sections.items():
+            stage_config(params, section, cls, profile)

@@ -1,0 +1,97 @@
+"""The root stages at the smoke profile: chaining, determinism, resume after a kill, DDP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from common.stages import lm_baseline
+from tests.conftest import ROOT, smoke_params, write_params
+
+
+def baseline_args(smoke_data, out, params=None):
+    return ["--params", str(params or smoke_data["params"]), "--data", str(smoke_data["tokenized"] / "packed"),
+            "--tokenizer", str(smoke_data["tokenizer"]), "--run-dir", str(out / "run"),
+            "--metrics", str(out / "metrics.json"), "--plot", str(out / "loss.png")]
+
+
+def deterministic_part(path):
+    metrics = json.loads(path.read_text())
+    metrics.pop("timing")
+    for row in metrics["history"]:
+        row.pop("elapsed_s")
+    return metrics
+
+
+def test_smoke_chain_outputs(smoke_data):
+    stories = json.loads((smoke_data["stories"] / "manifest.json").read_text())
+    assert stories["counts"] == {"train": 400, "validation": 50}
+    for layout in ("padded", "packed"):
+        manifest = json.loads((smoke_data["tokenized"] / layout / "manifest.json").read_text())
+        assert manifest["counts"]["train"] > 0 and manifest["files"]
+
+
+def test_lm_baseline_is_deterministic(smoke_data, tmp_path):
+    lm_baseline.main(baseline_args(smoke_data, tmp_path / "a"))
+    lm_baseline.main(baseline_args(smoke_data, tmp_path / "b"))
+    a, b = deterministic_part(tmp_path / "a" / "metrics.json"), deterministic_part(tmp_path / "b" / "metrics.json")
+    assert a == b
+    assert a["final"]["step"] == 12 and len([r for r in a["history"] if "val/loss" in r]) == 2
+    assert (tmp_path / "a" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_killed_run_resumes_from_last_checkpoint(smoke_data, tmp_path):
+    """Kill a run right after its first checkpoint, restart it, and check it resumed.
+
+    Its final metrics must equal those of an uninterrupted run: the resumed process restores
+    weights, optimizer, schedule and metric history from the checkpoint.
+    """
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{
+        "lm_baseline.trainer.max_steps": 300, "lm_baseline.trainer.checkpoint_every_n_steps": 10,
+        "lm_baseline.trainer.val_every_n_steps": 100}))
+    args = baseline_args(smoke_data, tmp_path / "killed", params)
+    ckpt = tmp_path / "killed" / "run" / "checkpoints" / "last.ckpt"
+    proc = subprocess.Popen([sys.executable, "-m", "common.stages.lm_baseline", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ckpt.is_file() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert ckpt.is_file(), proc.stderr.read()
+    state = json.loads((tmp_path / "killed" / "run" / "run_state.json").read_text())
+    assert state["complete"] is False and not (tmp_path / "killed" / "metrics.json").exists()
+
+    import torch
+    killed_at = torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"]
+    assert 0 < killed_at < 300
+
+    restarted = subprocess.run([sys.executable, "-m", "common.stages.lm_baseline", *args], cwd=ROOT,
+                               capture_output=True, text=True, timeout=300)
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    assert "resuming from" in restarted.stderr and "Restored all states from the checkpoint" in restarted.stderr
+
+    lm_baseline.main(baseline_args(smoke_data, tmp_path / "straight", params))
+    resumed = deterministic_part(tmp_path / "killed" / "metrics.json")
+    straight = deterministic_part(tmp_path / "straight" / "metrics.json")
+    assert resumed["final"]["step"] == 300
+    assert resumed["final"] == pytest.approx(straight["final"], rel=1e-5)
+
+
+def test_two_process_ddp_on_cpu(smoke_data, tmp_path):
+    """Two gloo processes through the same stage and config path; only the trainer keys change."""
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{
+        "lm_baseline.trainer.strategy": "ddp", "lm_baseline.trainer.devices": 2,
+        "lm_baseline.trainer.max_steps": 4, "lm_baseline.trainer.val_every_n_steps": 4}))
+    result = subprocess.run([sys.executable, "-m", "common.stages.lm_baseline",
+                             *baseline_args(smoke_data, tmp_path, params)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "distributed_backend=gloo" in result.stderr and "Initializing distributed: GLOBAL_RANK: 1" in result.stderr
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["final"]["step"] == 4
