@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Iterator
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a scratch directory next to `path`; on success it replaces `path` in one rename.
@@ -20,6 +24,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp.chmod(0o777 & ~_UMASK)
     try:
         yield tmp
     except BaseException:
@@ -42,6 +47,7 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; outputs should be as readable as any other
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle

@@ -31,6 +31,9 @@ def deterministic_part(path):
 def test_smoke_chain_outputs(smoke_data):
     stories = json.loads((smoke_data["stories"] / "manifest.json").read_text())
     assert stories["counts"] == {"train": 400, "validation": 50}
+    # Later stages must not write into an earlier stage's output (datasets' map caches would).
+    on_disk = {str(p.relative_to(smoke_data["stories"])) for p in smoke_data["stories"].rglob("*") if p.is_file()}
+    assert on_disk == {*stories["files"], "manifest.json"}
     for layout in ("padded", "packed"):
         manifest = json.loads((smoke_data["tokenized"] / layout / "manifest.json").read_text())
         assert manifest["counts"]["train"] > 0 and manifest["files"]

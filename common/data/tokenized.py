@@ -32,8 +32,10 @@ def tokenize_padded(texts: datasets.Dataset, tokenizer, n_ctx: int, num_proc: in
             masks.append([1] * len(doc) + [0] * (n_ctx - len(doc)))
         return {"input_ids": rows, "attention_mask": masks}
 
+    # keep_in_memory: otherwise `map` writes cache files next to the input's Arrow files, which
+    # would modify another stage's output (and its DVC hash).
     return texts.map(encode, batched=True, remove_columns=texts.column_names, num_proc=num_proc,
-                     features=_features(), desc=f"tokenize (padded, n_ctx={n_ctx})")
+                     features=_features(), keep_in_memory=True, desc=f"tokenize (padded, n_ctx={n_ctx})")
 
 
 def tokenize_packed(texts: datasets.Dataset, tokenizer, n_ctx: int) -> datasets.Dataset:

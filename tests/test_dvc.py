@@ -1,0 +1,54 @@
+"""The real `dvc repro` at the smoke profile, in a throwaway copy of the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    # Stage commands call `python`: put this interpreter's directory first on PATH.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "CI": "true"}
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def smoke_repo(tmp_path_factory) -> Path:
+    """The tracked files of this checkout, as a fresh git repository switched to `profile: smoke`."""
+    repo = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for name in filter(None, files.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke"]):
+        subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def test_repro_runs_every_root_stage_then_nothing(smoke_repo):
+    first = _run([sys.executable, "-m", "dvc", "repro"], smoke_repo)
+    for stage in ("generate_stories", "train_tokenizer", "tokenize", "lm_baseline"):
+        assert f"Running stage '{stage}'" in first.stdout, first.stdout[-2000:]
+    for out in ("data/stories/manifest.json", "data/tokenizer/tokenizer.json",
+                "data/tokenized/padded/manifest.json", "results/lm_baseline.json", "results/lm_baseline_loss.png"):
+        assert (smoke_repo / out).is_file(), out
+    second = _run([sys.executable, "-m", "dvc", "repro"], smoke_repo)
+    assert "Running stage" not in second.stdout
+    status = _run([sys.executable, "-m", "dvc", "status"], smoke_repo)
+    assert "up to date" in status.stdout
