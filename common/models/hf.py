@@ -32,3 +32,22 @@ def build_llama(spec: LlamaSpec, vocab_size: int, n_ctx: int) -> LlamaForCausalL
         bos_token_id=1, eos_token_id=2, pad_token_id=2, attn_implementation="sdpa",
     )
     return LlamaForCausalLM(config)
+
+
+def lm_state_dict_from_llama(hf_state: dict, n_layers: int) -> dict:
+    """Rename a `LlamaForCausalLM` state dict for `LanguageModel(pattern="attn,swiglu", repeat=n_layers)`.
+
+    Each Llama decoder layer becomes two of our blocks: attention (2i) and SwiGLU (2i + 1), each
+    with the norm in front of it.
+    """
+    out = {"embed.weight": hf_state["model.embed_tokens.weight"], "final_norm.weight": hf_state["model.norm.weight"]}
+    out["head.weight"] = hf_state.get("lm_head.weight", hf_state["model.embed_tokens.weight"])
+    for i in range(n_layers):
+        src = f"model.layers.{i}."
+        out[f"norms.{2 * i}.weight"] = hf_state[src + "input_layernorm.weight"]
+        out[f"norms.{2 * i + 1}.weight"] = hf_state[src + "post_attention_layernorm.weight"]
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out[f"blocks.{2 * i}.{proj}.weight"] = hf_state[f"{src}self_attn.{proj}.weight"]
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            out[f"blocks.{2 * i + 1}.{proj}.weight"] = hf_state[f"{src}mlp.{proj}.weight"]
+    return out

@@ -58,6 +58,12 @@ class CausalLMModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/acc", self.train_acc)
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        # Networks with routed experts expose their load-balancing loss; it joins the objective
+        # but not the reported language-modelling loss.
+        aux = self.net.aux_loss() if hasattr(self.net, "aux_loss") else None
+        if aux is not None:
+            self.log("train/aux_loss", aux)
+            loss = loss + aux
         return loss
 
     def validation_step(self, batch, batch_idx):

@@ -1,0 +1,155 @@
+"""`LanguageModel`: any block pattern as a causal LM, with cached or recomputing generation.
+
+    embedding (+ learned positions) -> [x = x + block(norm(x)) for each block] -> final norm -> head
+
+The pattern names registered blocks, e.g. `"mamba,moe"` repeated 2 times, or `"attn,swiglu"`.
+Each block gets `d_model`, its `layer_idx`, the shared `n_ctx`, and the keyword arguments listed
+under its name in `blocks`, so one config can hold several block types side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+import common.blocks  # noqa: F401  (registers every block family)
+from common.blocks.norms import build_norm
+from common.blocks.registry import BLOCKS, build_block
+from common.config import bounded
+from common.errors import ConfigError
+
+
+@dataclass
+class LMConfig:
+    vocab_size: int = bounded(4096, ge=2)
+    d_model: int = bounded(128, ge=1)
+    pattern: str = "attn,swiglu"
+    repeat: int = bounded(1, ge=1)
+    n_ctx: int = bounded(512, ge=1)
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norm_eps: float = bounded(1e-6, gt=0)
+    final_norm: Literal["rmsnorm", "layernorm", "none"] = "rmsnorm"
+    pos_embedding: Literal["none", "learned"] = "none"
+    tie_embeddings: bool = True
+    init_std: float = bounded(0.02, gt=0)
+    blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> list[str]:
+        return [name.strip() for name in self.pattern.split(",")] * self.repeat
+
+    def check(self) -> None:
+        for name in self.layers:
+            if name not in BLOCKS:
+                raise ConfigError(f"pattern: unknown block {name!r}; registered: {', '.join(sorted(BLOCKS))}")
+        for name in self.blocks:
+            if name not in self.layers:
+                raise ConfigError(f"blocks.{name}: not in the pattern ({self.pattern})")
+
+
+@dataclass
+class LMCache:
+    layers: list[Any]
+    position: int = 0
+
+
+class LanguageModel(nn.Module):
+    def __init__(self, cfg: LMConfig):
+        super().__init__()
+        cfg.check()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_embed = nn.Embedding(cfg.n_ctx, cfg.d_model) if cfg.pos_embedding == "learned" else None
+        self.norms = nn.ModuleList(build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) for _ in cfg.layers)
+        self.blocks = nn.ModuleList(
+            build_block(name, cfg.d_model, i, n_ctx=cfg.n_ctx, **cfg.blocks.get(name, {}))
+            for i, name in enumerate(cfg.layers)
+        )
+        self.final_norm = build_norm(cfg.final_norm, cfg.d_model, cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        nn.init.normal_(self.embed.weight, std=cfg.init_std)
+        if self.pos_embed is not None:
+            nn.init.normal_(self.pos_embed.weight, std=cfg.init_std)
+        if cfg.tie_embeddings:
+            self.head.weight = self.embed.weight
+        else:
+            nn.init.normal_(self.head.weight, std=cfg.init_std)
+
+    def forward(self, input_ids: torch.Tensor, cache: LMCache | None = None) -> torch.Tensor:
+        start = cache.position if cache is not None else 0
+        x = self.embed(input_ids)
+        if self.pos_embed is not None:
+            positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+            if positions[-1] >= self.cfg.n_ctx:
+                raise ValueError(f"position {int(positions[-1])} beyond n_ctx={self.cfg.n_ctx}")
+            x = x + self.pos_embed(positions)
+        for i, (norm, block) in enumerate(zip(self.norms, self.blocks)):
+            h = norm(x)
+            if cache is None:
+                x = x + block(h)
+            elif input_ids.shape[1] == 1 and start > 0:
+                x = x + block.step(h, cache.layers[i])
+            else:
+                x = x + block(h, cache.layers[i])
+        if cache is not None:
+            cache.position = start + input_ids.shape[1]
+        return self.head(self.final_norm(x))
+
+    def aux_loss(self) -> torch.Tensor | None:
+        """Sum of the blocks' auxiliary losses from the last forward (MoE load balancing)."""
+        losses = [loss for block in self.blocks if (loss := block.aux_loss()) is not None]
+        return torch.stack(losses).sum() if losses else None
+
+    @property
+    def supports_cache(self) -> bool:
+        return all(block.supports_step for block in self.blocks)
+
+    def allocate_cache(self, batch_size: int, max_len: int) -> LMCache:
+        param = self.embed.weight
+        return LMCache([block.allocate_cache(batch_size, max_len, param.device, param.dtype) for block in self.blocks])
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, *, do_sample: bool = False,
+                 temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                 seed: int | None = None, use_cache: bool = True) -> torch.Tensor:
+        """Greedy or sampled continuation of `input_ids [B, T]`; returns `[B, T + max_new_tokens]`.
+
+        With `use_cache` and blocks that all support `step`, the prompt is processed once and
+        every new token costs one recurrent or cached step. Otherwise each token recomputes the
+        whole window of the last `n_ctx` tokens, which is how the masked mixer generates.
+        """
+        generator = torch.Generator(device=input_ids.device).manual_seed(seed) if seed is not None else None
+        ids = input_ids
+        cached = use_cache and self.supports_cache
+        if cached:
+            cache = self.allocate_cache(ids.shape[0], ids.shape[1] + max_new_tokens)
+            logits = self(ids, cache)[:, -1]
+        for i in range(max_new_tokens):
+            if not cached:
+                logits = self(ids[:, -self.cfg.n_ctx:])[:, -1]
+            token = sample_next(logits, do_sample, temperature, top_k, top_p, generator)
+            ids = torch.cat([ids, token], dim=1)
+            if cached and i + 1 < max_new_tokens:
+                logits = self(token, cache)[:, -1]
+        return ids
+
+
+def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None,
+                top_p: float | None, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row: argmax, or a draw after temperature, top-k and nucleus (top-p) filtering."""
+    if not do_sample:
+        return logits.argmax(-1, keepdim=True)
+    logits = logits.float() / max(temperature, 1e-8)
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None:
+        sorted_logits, order = logits.sort(-1, descending=True)
+        probs = sorted_logits.softmax(-1)
+        # Drop a token once the mass before it already reaches top_p; the first token always stays.
+        drop = probs.cumsum(-1) - probs >= top_p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)

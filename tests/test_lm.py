@@ -1,0 +1,85 @@
+"""`LanguageModel`: equivalence with Hugging Face Llama, generation, sampling, config checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from common.config import from_dict
+from common.errors import ConfigError
+from common.models.hf import lm_state_dict_from_llama
+from common.models.lm import LanguageModel, LMConfig, sample_next
+
+V = 97
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_matches_llama_with_the_same_weights(tie):
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+                                      rms_norm_eps=1e-6, tie_word_embeddings=tie, attn_implementation="eager")).eval()
+    ours = LanguageModel(LMConfig(vocab_size=V, d_model=64, pattern="attn,swiglu", repeat=3, n_ctx=128,
+                                  tie_embeddings=tie, blocks={"attn": {"n_heads": 4}, "swiglu": {"d_ff": 96}})).eval()
+    ours.load_state_dict(lm_state_dict_from_llama(hf.state_dict(), 3))
+    ids = torch.randint(0, V, (2, 50))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), hf(ids).logits, rtol=1e-4, atol=1e-4)
+        # Cached decoding against Hugging Face's own KV cache, greedy, token for token.
+        prompt = ids[:, :10]
+        expected = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, do_sample=False,
+                               pad_token_id=V - 1)
+    assert ours.generate(prompt, 12).equal(expected)
+
+
+PATTERNS = ["attn,swiglu", "attn_neo,mlp"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_cached_generation_equals_recomputation(pattern):
+    torch.manual_seed(0)
+    model = LanguageModel(LMConfig(vocab_size=V, d_model=32, pattern=pattern, repeat=2, n_ctx=64,
+                                   pos_embedding="learned" if "neo" in pattern else "none",
+                                   blocks={"attn_neo": {"window": 8}} if "neo" in pattern else {})).eval()
+    prompt = torch.randint(0, V, (3, 7))
+    assert model.supports_cache
+    cached = model.generate(prompt, 20, use_cache=True)
+    recomputed = model.generate(prompt, 20, use_cache=False)
+    assert cached.equal(recomputed)
+    sampled = [model.generate(prompt, 10, do_sample=True, top_k=5, seed=s, use_cache=c) for s in (1, 1) for c in (True, False)]
+    assert all(s.equal(sampled[0]) for s in sampled)
+
+
+def test_top_k_and_top_p_keep_the_right_support():
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, -3.0]])
+    probs = logits.softmax(-1)[0]
+    # Brute force: the smallest prefix of tokens by probability whose mass reaches p.
+    for p in (0.3, 0.6, 0.8, 0.95):
+        order = probs.argsort(descending=True)
+        keep = set()
+        mass = 0.0
+        for idx in order.tolist():
+            keep.add(idx)
+            mass += probs[idx].item()
+            if mass >= p:
+                break
+        g = torch.Generator().manual_seed(0)
+        drawn = {int(sample_next(logits, True, 1.0, None, p, g)) for _ in range(300)}
+        assert drawn == keep, (p, drawn, keep)
+    g = torch.Generator().manual_seed(0)
+    assert {int(sample_next(logits, True, 1.0, 2, None, g)) for _ in range(200)} == {0, 1}
+    assert int(sample_next(logits, False, 1.0, None, None, None)) == 0
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"^lm.pattern: unknown block 'mambo'; registered: "):
+        from_dict(LMConfig, {"pattern": "attn,mambo"}, "lm")
+    with pytest.raises(ConfigError, match=r"^lm.blocks.moe: not in the pattern"):
+        from_dict(LMConfig, {"pattern": "attn,swiglu", "blocks": {"moe": {}}}, "lm")
+
+
+def test_learned_positions_refuse_overlong_input():
+    model = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="attn_neo,mlp", n_ctx=8, pos_embedding="learned"))
+    with pytest.raises(ValueError, match="beyond n_ctx=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
