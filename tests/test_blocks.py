@@ -10,11 +10,13 @@ import torch
 from common.blocks import BLOCKS, build_block
 
 D, T, N_CTX = 16, 12, 32
+# Blocks whose defaults describe a full-size model get small settings here.
+KWARGS = {"hf_decoder": {"family": "llama", "config": {"num_attention_heads": 4, "intermediate_size": 32}}}
 
 
 def make(name: str, seed: int = 0):
     torch.manual_seed(seed)
-    return build_block(name, D, layer_idx=1, n_ctx=N_CTX)
+    return build_block(name, D, layer_idx=1, n_ctx=N_CTX, **KWARGS.get(name, {}))
 
 
 @pytest.mark.parametrize("name", sorted(BLOCKS))

@@ -19,6 +19,9 @@ Generation protocol (used by `LanguageModel.generate`):
 - `supports_step = False` marks blocks that can only recompute the whole window (the masked
   mixer); a model containing one generates by full recomputation.
 
+`wraps_residual = True` marks blocks that carry their own norm and residual (Hugging Face
+decoder layers); the model then calls them on the residual stream as `x = block(x)`.
+
 `causal = False` marks blocks that see the future (bidirectional mixers); the registry-wide
 causality test skips them and checks that they are marked honestly.
 """
@@ -39,6 +42,7 @@ class Block(nn.Module):
     name: ClassVar[str] = ""
     causal: ClassVar[bool] = True
     supports_step: ClassVar[bool] = True
+    wraps_residual: ClassVar[bool] = False
 
     def allocate_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> Any:
         return None

@@ -51,3 +51,53 @@ def lm_state_dict_from_llama(hf_state: dict, n_layers: int) -> dict:
         for proj in ("gate_proj", "up_proj", "down_proj"):
             out[f"blocks.{2 * i + 1}.{proj}.weight"] = hf_state[f"{src}mlp.{proj}.weight"]
     return out
+
+
+# Where each family keeps its parts: (embedding, learned positions, layers, final norm, head).
+# transformers 5 names GPT-NeoX's head `lm_head` (older checkpoints' `embed_out` is renamed on load).
+_HF_PARTS = {
+    "gpt_neo": ("transformer.wte", "transformer.wpe", "transformer.h", "transformer.ln_f", "lm_head"),
+    "gpt_neox": ("gpt_neox.embed_in", None, "gpt_neox.layers", "gpt_neox.final_layer_norm", "lm_head"),
+    "llama": ("model.embed_tokens", None, "model.layers", "model.norm", "lm_head"),
+}
+
+
+def language_model_from_hf(source) -> "LanguageModel":
+    """A `LanguageModel` of `hf_decoder` blocks with the weights of a Hugging Face causal LM.
+
+    `source` is a model instance or a directory written by `save_pretrained` (GPT-Neo,
+    GPT-NeoX/Pythia or Llama). Its layers become blocks that any pattern can mix with ours.
+    """
+    from transformers import AutoModelForCausalLM, PreTrainedModel
+
+    from common.models.lm import LanguageModel, LMConfig
+
+    hf = source if isinstance(source, PreTrainedModel) else AutoModelForCausalLM.from_pretrained(str(source))
+    config = hf.config
+    family = config.model_type
+    if family not in _HF_PARTS:
+        raise ValueError(f"unsupported Hugging Face model type {family!r}; supported: {', '.join(_HF_PARTS)}")
+    embed, positions, layers, final_norm, head = _HF_PARTS[family]
+    n_layers = config.num_hidden_layers if family != "gpt_neo" else config.num_layers
+    eps = getattr(config, "rms_norm_eps", None) or getattr(config, "layer_norm_eps", None) or config.layer_norm_epsilon
+    lm = LanguageModel(LMConfig(
+        vocab_size=config.vocab_size, d_model=config.hidden_size, pattern="hf_decoder", repeat=n_layers,
+        n_ctx=config.max_position_embeddings, norm_eps=eps,
+        final_norm="rmsnorm" if family == "llama" else "layernorm",
+        pos_embedding="learned" if positions else "none", tie_embeddings=bool(config.tie_word_embeddings),
+        blocks={"hf_decoder": {"family": family, "config": config.to_dict()}},
+    ))
+    hf_state = hf.state_dict()
+    state = {}
+    for ours, theirs in (("embed", embed), ("pos_embed", positions), ("final_norm", final_norm), ("head", head)):
+        if theirs is not None:
+            state.update({f"{ours}.{k[len(theirs) + 1:]}": v for k, v in hf_state.items() if k.startswith(theirs + ".")})
+    for i in range(n_layers):
+        prefix = f"{layers}.{i}."
+        state.update({f"blocks.{i}.layer.{k[len(prefix):]}": v for k, v in hf_state.items() if k.startswith(prefix)})
+    missing, unexpected = lm.load_state_dict(state, strict=False)
+    # Non-persistent buffers (rotary frequencies, GPT-Neo's causal masks) are rebuilt, not loaded.
+    missing = [k for k in missing if not k.startswith("head.") or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise ValueError(f"weights do not fit: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return lm

@@ -63,10 +63,13 @@ class LanguageModel(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_embed = nn.Embedding(cfg.n_ctx, cfg.d_model) if cfg.pos_embedding == "learned" else None
-        self.norms = nn.ModuleList(build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) for _ in cfg.layers)
         self.blocks = nn.ModuleList(
             build_block(name, cfg.d_model, i, n_ctx=cfg.n_ctx, **cfg.blocks.get(name, {}))
             for i, name in enumerate(cfg.layers)
+        )
+        self.norms = nn.ModuleList(
+            nn.Identity() if block.wraps_residual else build_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
+            for block in self.blocks
         )
         self.final_norm = build_norm(cfg.final_norm, cfg.d_model, cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -87,6 +90,9 @@ class LanguageModel(nn.Module):
                 raise ValueError(f"position {int(positions[-1])} beyond n_ctx={self.cfg.n_ctx}")
             x = x + self.pos_embed(positions)
         for i, (norm, block) in enumerate(zip(self.norms, self.blocks)):
+            if block.wraps_residual:
+                x = block(x)
+                continue
             h = norm(x)
             if cache is None:
                 x = x + block(h)

@@ -1,0 +1,59 @@
+"""Hugging Face decoder layers (GPT-Neo, GPT-NeoX/Pythia, Llama) as blocks, so that pretrained
+checkpoints slot into any `LanguageModel` pattern beside our own blocks.
+
+A Hugging Face layer holds its own pre-norms and residual additions, so the block sets
+`wraps_residual`: the model hands it the residual stream itself instead of `x + block(norm(x))`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import GPTNeoConfig, GPTNeoXConfig, LlamaConfig
+from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoBlock
+from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoXRotaryEmbedding
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+from common.blocks.registry import Block, register
+
+# family -> (config class, layer class, rotary class or None)
+FAMILIES = {
+    "gpt_neo": (GPTNeoConfig, GPTNeoBlock, None),
+    "gpt_neox": (GPTNeoXConfig, GPTNeoXLayer, GPTNeoXRotaryEmbedding),
+    "llama": (LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding),
+}
+
+
+@register("hf_decoder")
+class HFDecoderLayer(Block):
+    """One decoder layer of a Hugging Face model family, built from that family's config.
+
+    `config` holds the family's config fields (as in its `config.json`); `hidden_size` is set from
+    `d_model`. Attention runs through SDPA with no mask, which Hugging Face treats as causal;
+    GPT-Neo applies its own causal (and local-window) mask inside the layer.
+    """
+
+    wraps_residual = True
+    supports_step = False  # cached decoding through Hugging Face's Cache objects is not wired in
+
+    def __init__(self, d_model: int, layer_idx: int = 0, family: str = "llama",
+                 config: dict[str, Any] | None = None, **kwargs):
+        super().__init__()
+        if family not in FAMILIES:
+            raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILIES)}")
+        config_cls, layer_cls, rotary_cls = FAMILIES[family]
+        hf_config = config_cls(**{**(config or {}), "hidden_size": d_model})
+        # GPT-Neo has only its eager attention, which applies its own causal and local masks.
+        hf_config._attn_implementation = "eager" if family == "gpt_neo" else "sdpa"
+        self.family = family
+        self.layer = layer_cls(hf_config, layer_idx)
+        self.rotary = rotary_cls(hf_config) if rotary_cls is not None else None
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        if self.family == "gpt_neo":
+            return self.layer(x)[0]
+        position_ids = torch.arange(x.shape[1], device=x.device)[None]
+        out = self.layer(x, attention_mask=None, position_ids=position_ids,
+                         position_embeddings=self.rotary(x, position_ids))
+        return out[0] if isinstance(out, tuple) else out
