@@ -23,22 +23,26 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complete
     return result
 
 
-@pytest.fixture(scope="module")
-def smoke_repo(tmp_path_factory) -> Path:
-    """The tracked files of this checkout, as a fresh git repository switched to `profile: smoke`."""
-    repo = tmp_path_factory.mktemp("repo")
+def copy_checkout(repo: Path, profile: str) -> Path:
+    """The tracked files of this checkout, as a fresh git repository switched to `profile`."""
+    repo.mkdir(parents=True, exist_ok=True)
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in filter(None, files.stdout.split("\0")):
         if (ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["profile"] = "smoke"
+    params["profile"] = profile
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke"]):
         subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
     return repo
+
+
+@pytest.fixture(scope="module")
+def smoke_repo(tmp_path_factory) -> Path:
+    return copy_checkout(tmp_path_factory.mktemp("repo"), profile="smoke")
 
 
 def test_repro_runs_every_root_stage_then_nothing(smoke_repo):

@@ -83,3 +83,21 @@ def test_learned_positions_refuse_overlong_input():
     model = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="attn_neo,mlp", n_ctx=8, pos_embedding="learned"))
     with pytest.raises(ValueError, match="beyond n_ctx=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
+
+
+@pytest.mark.parametrize("norm, leaks", [("layernorm_two_stream", False), ("layernorm", True)])
+def test_bidirectional_mixer_model_hides_the_next_token(norm, leaks):
+    """Logits at t (which predict token t + 1) must not depend on the input at t + 1. With per-stream
+    norms they do not; a plain norm over both streams mixes them and leaks."""
+    torch.manual_seed(0)
+    model = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="mixer_bidirectional,mlp_two_stream", repeat=2,
+                                   n_ctx=12, norm=norm, final_norm="layernorm")).double()
+    captured = {}
+    model.embed.register_forward_hook(lambda module, inputs, out: captured.setdefault("x", out))
+    logits = model(torch.randint(0, V, (1, 12)))
+    x = captured["x"]
+    worst = 0.0
+    for t in range(11):
+        (grad,) = torch.autograd.grad(logits[0, t].sum(), x, retain_graph=True)
+        worst = max(worst, grad[0, t + 1].abs().max().item())
+    assert (worst > 1e-6) if leaks else (worst == 0.0)

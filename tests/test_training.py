@@ -151,3 +151,33 @@ def test_wall_clock_budget_stops_early(tmp_path):
     trainer.fit(module, train_dataloaders=lm_loader(n=4000), val_dataloaders=lm_loader())
     assert 1 <= trainer.global_step < 100
     assert time.monotonic() - start < 10
+
+
+def test_sequence_classification_learns_a_separable_task(tmp_path):
+    """Label = whether token 1 occurs in the unpadded part; last-token pooling after a causal
+    cumulative-max network can read it off, so accuracy must reach 1."""
+
+    class CumulativeMax(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(V, 4)
+
+        def forward(self, ids):
+            return self.emb(ids).cummax(dim=1).values
+
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for _ in range(64):
+        ids = torch.randint(2, V, (8,), generator=g)
+        length = int(torch.randint(3, 9, (1,), generator=g))
+        label = int(torch.rand(1, generator=g) < 0.5)
+        if label:
+            ids[int(torch.randint(0, length, (1,), generator=g))] = 1
+        ids[length:] = 1 - label  # padding that would flip the answer if it leaked into pooling
+        rows.append({"input_ids": ids, "attention_mask": (torch.arange(8) < length).long(), "label": label})
+    loader = DataLoader(rows, batch_size=16)
+    module = SequenceClassificationModule(CumulativeMax(), d_model=4, num_classes=2, pooling="last",
+                                          optim=OptimConfig(lr=0.05, warmup_steps=0, schedule="constant"))
+    trainer = _trainer(tmp_path, max_steps=150)
+    trainer.fit(module, train_dataloaders=loader, val_dataloaders=loader)
+    assert trainer.callback_metrics["val/acc"].item() == 1.0
