@@ -4,16 +4,18 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
-LOCK := requirements/constraints.txt
 EXTRAS ?= dev
+comma := ,
+# One stamp per set of extras, so asking for other extras installs them.
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+LOCK := requirements/constraints.txt
 
 export DVC_NO_ANALYTICS := 1
 # Stage commands in dvc.yaml call `python`: make it the project's interpreter.
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-slow lock clean-venv
+.PHONY: install repro test test-slow bench lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,11 +36,16 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
+# CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
+bench:
+	$(MAKE) install EXTRAS=dev,bench
+	for b in mamba_speed moe_speed mixer_memory generation; do $(BIN)/python -m benchmarks.$$b || exit 1; done
+
 # Regenerate the lock file from a fresh resolve (maintainers only).
 lock:
 	rm -rf /tmp/lock-venv && $(PYTHON) -m venv /tmp/lock-venv
 	/tmp/lock-venv/bin/python -m pip install --quiet torch==2.13.0
-	/tmp/lock-venv/bin/python -m pip install --quiet -e ".[dev]"
+	/tmp/lock-venv/bin/python -m pip install --quiet -e ".[dev,bench]"
 	/tmp/lock-venv/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > $(LOCK)
 
 clean-venv:

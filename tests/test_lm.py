@@ -101,3 +101,21 @@ def test_bidirectional_mixer_model_hides_the_next_token(norm, leaks):
         (grad,) = torch.autograd.grad(logits[0, t].sum(), x, retain_graph=True)
         worst = max(worst, grad[0, t + 1].abs().max().item())
     assert (worst > 1e-6) if leaks else (worst == 0.0)
+
+
+def test_mixer_generation_equals_the_papers_fixed_window_method():
+    """The paper fills a fixed n_ctx window: the prompt, then arbitrary tokens; it repeatedly runs the
+    whole window, takes the argmax at the last filled position and writes it into the next slot.
+    `generate` instead runs the growing prefix; causality makes the two identical."""
+    torch.manual_seed(0)
+    n_ctx, prompt_len, new = 24, 5, 12
+    model = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="mixer,mlp", repeat=2, n_ctx=n_ctx,
+                                   norm="layernorm", final_norm="none")).eval()
+    prompt = torch.randint(0, V, (2, prompt_len))
+    assert not model.supports_cache
+    window = torch.randint(0, V, (2, n_ctx))  # junk beyond the prompt: the mask hides it
+    window[:, :prompt_len] = prompt
+    with torch.no_grad():
+        for pos in range(prompt_len, prompt_len + new):
+            window[:, pos] = model(window)[:, pos - 1].argmax(-1)
+    assert model.generate(prompt, new).equal(window[:, : prompt_len + new])

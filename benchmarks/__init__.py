@@ -1,0 +1,1 @@
+"""Performance comparisons against named peers; each script writes benchmarks/results/<name>.json."""
