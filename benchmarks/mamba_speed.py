@@ -30,14 +30,14 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common.blocks.mamba import MambaLM  # noqa: E402
+from common.models.mamba import mamba_language_model  # noqa: E402
 from common.io import write_json  # noqa: E402
 
 VOCAB, D_MODEL, N_LAYERS, BATCH, SEQ, THREADS = 4096, 256, 4, 8, 256, 2
 
 
 def ours():
-    return MambaLM(VOCAB, D_MODEL, N_LAYERS, scan="chunked")
+    return mamba_language_model(VOCAB, D_MODEL, N_LAYERS, scan="chunked")
 
 
 def hf_slow():

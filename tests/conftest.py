@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,3 +56,12 @@ def smoke_data(tmp_path_factory) -> dict[str, Path]:
     tokenize_corpus.main(["--params", str(params), "--stories", str(paths["stories"]),
                           "--tokenizer", str(paths["tokenizer"]), "--out", str(paths["tokenized"])])
     return paths
+
+
+@pytest.fixture
+def one_thread():
+    """For tests on tiny tensors: extra intra-op threads only add spin-waiting on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -12,13 +12,7 @@ D, N_CTX = 16, 24
 VARIANTS = {"single": {}, "heads4": {"n_heads": 4}, "order3": {"order": 3}}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: extra intra-op threads only add spin-waiting on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make(seed=0, **kwargs) -> Hyena:

@@ -11,15 +11,8 @@ import torch
 from transformers import MambaConfig, MambaForCausalLM
 from transformers.models.mamba.modeling_mamba import MambaMixer
 
-from common.blocks.mamba import (
-    Mamba,
-    MambaLM,
-    chunked_scan,
-    convert_mamba_ssm_state_dict,
-    mamba_lm_from_hf,
-    mamba_mixer_state_dict,
-    reference_scan,
-)
+from common.blocks.mamba import Mamba, chunked_scan, mamba_mixer_state_dict, reference_scan
+from common.models.mamba import convert_mamba_ssm_state_dict, mamba_language_model, mamba_lm_from_hf
 from common.blocks.registry import build_block
 
 
@@ -59,14 +52,14 @@ def test_logits_match_transformers_slow_path(hf_and_ids, tmp_path):
     hf, ids, expected = hf_and_ids
     hf.save_pretrained(tmp_path)
     ours = mamba_lm_from_hf(tmp_path).eval()
-    assert isinstance(ours.layers[0].mixer, Mamba)
+    assert isinstance(ours.blocks[0], Mamba)
     with torch.no_grad():
         got = ours(ids)
     assert got.shape == expected.shape
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
     # a broken load (one mixer weight perturbed) must be caught by the same comparison
     with torch.no_grad():
-        ours.layers[1].mixer.A_log.add_(0.05)
+        ours.blocks[1].A_log.add_(0.05)
         assert (ours(ids) - expected).abs().max() > 1e-3
 
 
@@ -76,14 +69,14 @@ def test_cached_decode_matches_transformers_generate(hf_and_ids):
     out = hf.generate(prompt, max_new_tokens=6, do_sample=False, output_logits=True,
                       return_dict_in_generate=True, pad_token_id=0)
     ours = mamba_lm_from_hf(hf).eval()
-    caches = ours.allocate_cache(1)
+    caches = ours.allocate_cache(1, 64)
     with torch.no_grad():
         logits = ours(prompt, caches)[:, -1]
         for i, hf_logits in enumerate(out.logits):
             torch.testing.assert_close(logits, hf_logits, atol=1e-4, rtol=0)
             next_token = out.sequences[:, prompt.shape[1] + i: prompt.shape[1] + i + 1]
             assert int(logits.argmax(-1)) == int(next_token)
-            logits = ours.step(next_token, caches)[:, -1]
+            logits = ours(next_token, caches)[:, -1]
 
 
 def test_parameter_names_and_shapes_match_hf_mixer():
@@ -195,12 +188,12 @@ def test_cache_is_constant_size():
 
 
 def test_lm_step_matches_forward():
-    model = MambaLM(50, 16, 2, d_state=4, chunk_size=4).eval()
+    model = mamba_language_model(50, 16, 2, d_state=4, chunk_size=4).eval()
     ids = torch.randint(0, 50, (2, 12))
     with torch.no_grad():
         full = model(ids)
-        caches = model.allocate_cache(2)
-        got = [model(ids[:, :5], caches)] + [model.step(ids[:, t:t + 1], caches) for t in range(5, 12)]
+        caches = model.allocate_cache(2, 12)
+        got = [model(ids[:, :5], caches)] + [model(ids[:, t:t + 1], caches) for t in range(5, 12)]
     torch.testing.assert_close(torch.cat(got, dim=1), full, atol=1e-5, rtol=0)
 
 
@@ -252,7 +245,7 @@ def test_mamba_ssm_and_blackmamba_layouts(hf_and_ids):
     # mamba-ssm MambaLMHeadModel: "embedding" (singular) instead of transformers' "embeddings"
     ssm_sd = {k.replace("backbone.embeddings.", "backbone.embedding."): v.clone() for k, v in hf_sd.items()}
     assert "backbone.embedding.weight" in ssm_sd and "backbone.layers.1.mixer.A_log" in ssm_sd
-    model = MambaLM(100, 64, 2).eval()
+    model = mamba_language_model(100, 64, 2).eval()
     model.load_state_dict(convert_mamba_ssm_state_dict(ssm_sd))
     with torch.no_grad():
         torch.testing.assert_close(model(ids), expected, atol=1e-4, rtol=0)
@@ -266,12 +259,12 @@ def test_mamba_ssm_and_blackmamba_layouts(hf_and_ids):
     for k, v in hf_sd.items():
         if k.startswith("backbone.layers."):
             black_sd["decoder.layers." + k[len("backbone.layers."):]] = v.clone()
-    model = MambaLM(100, 64, 2).eval()
-    model.embedding.weight.data.copy_(black_sd["embedding.word_embeddings.weight"])
-    model.norm_f.weight.data.copy_(hf_sd["backbone.norm_f.weight"])
-    for i, layer in enumerate(model.layers):
-        layer.mixer.load_state_dict(mamba_mixer_state_dict(black_sd, f"decoder.layers.{i}.mixer"))
-        layer.norm.weight.data.copy_(black_sd[f"decoder.layers.{i}.norm.weight"])
+    model = mamba_language_model(100, 64, 2).eval()
+    model.embed.weight.data.copy_(black_sd["embedding.word_embeddings.weight"])
+    model.final_norm.weight.data.copy_(hf_sd["backbone.norm_f.weight"])
+    for i, (norm, block) in enumerate(zip(model.norms, model.blocks)):
+        block.load_state_dict(mamba_mixer_state_dict(black_sd, f"decoder.layers.{i}.mixer"))
+        norm.weight.data.copy_(black_sd[f"decoder.layers.{i}.norm.weight"])
     with torch.no_grad():
         torch.testing.assert_close(model(ids), expected, atol=1e-4, rtol=0)
 

@@ -13,13 +13,7 @@ from common.blocks.masked_mixer import (BidirectionalMaskedMixer, MaskedMix, Mas
 D, N_CTX = 8, 10
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: extra intra-op threads only add spin-waiting on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 VARIANTS = {
     "flat": {},

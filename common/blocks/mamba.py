@@ -1,5 +1,5 @@
-"""Mamba-1: the selective state-space sequence mixer, with a fast pure-PyTorch scan, O(1) decoding,
-and loaders for Hugging Face, mamba-ssm and BlackMamba weights.
+"""Mamba-1: the selective state-space sequence mixer, with a fast pure-PyTorch scan and O(1)
+decoding. Whole Mamba language models and their checkpoint loaders are in `common.models.mamba`.
 
     x -> in_proj -> (u, z)
     u -> causal depthwise conv -> SiLU -> x_proj -> (dt_low, B, C);  dt = softplus(dt_proj(dt_low))
@@ -21,9 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -385,68 +383,7 @@ class Mamba(Block):
 # checking weights. The project's general model is common.models.lm.LanguageModel.
 
 
-class _RMSNorm(nn.Module):
-    """RMSNorm computed in fp32, as Hugging Face's MambaRMSNorm."""
-
-    def __init__(self, d_model: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
-
-
-class _MambaLayer(nn.Module):
-    def __init__(self, d_model: int, layer_idx: int, norm_eps: float, **mamba_kwargs):
-        super().__init__()
-        self.norm = _RMSNorm(d_model, norm_eps)
-        self.mixer = Mamba(d_model, layer_idx, **mamba_kwargs)
-
-
-class MambaLM(nn.Module):
-    """embedding -> [x = x + Mamba(RMSNorm(x))] * n_layers -> RMSNorm -> head (tied by default).
-
-    State dict keys: embedding.weight, layers.{i}.norm.weight, layers.{i}.mixer.*, norm_f.weight,
-    lm_head.weight.
-    """
-
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int, norm_eps: float = 1e-5,
-                 tie_embeddings: bool = True, **mamba_kwargs):
-        super().__init__()
-        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, norm_eps=norm_eps,
-                           tie_embeddings=tie_embeddings, **mamba_kwargs)
-        self.embedding = nn.Embedding(vocab_size, d_model)
-        self.layers = nn.ModuleList(_MambaLayer(d_model, i, norm_eps, **mamba_kwargs) for i in range(n_layers))
-        self.norm_f = _RMSNorm(d_model, norm_eps)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        if tie_embeddings:
-            self.lm_head.weight = self.embedding.weight
-
-    def forward(self, input_ids: torch.Tensor, caches: list[MambaCache] | None = None) -> torch.Tensor:
-        x = self.embedding(input_ids)
-        for i, layer in enumerate(self.layers):
-            x = x + layer.mixer(layer.norm(x), None if caches is None else caches[i])
-        return self.lm_head(self.norm_f(x))
-
-    def allocate_cache(self, batch_size: int) -> list[MambaCache]:
-        w = self.embedding.weight
-        return [layer.mixer.allocate_cache(batch_size, 0, w.device, w.dtype) for layer in self.layers]
-
-    @torch.no_grad()
-    def step(self, input_ids: torch.Tensor, caches: list[MambaCache]) -> torch.Tensor:
-        """Logits for one new position, input_ids: [B, 1] -> [B, 1, vocab]."""
-        x = self.embedding(input_ids)
-        for layer, cache in zip(self.layers, caches):
-            x = x + layer.mixer.step(layer.norm(x), cache)
-        return self.lm_head(self.norm_f(x))
-
-
-# ----------------------------------------------------------------------------------------------
-# Weight loading
+# Weights of one mixer from any checkpoint layout
 
 
 def _mixer_names(bias: bool, conv_bias: bool) -> list[str]:
@@ -504,77 +441,3 @@ def mamba_kwargs_from_mixer(mixer_sd: dict[str, torch.Tensor]) -> dict:
     return dict(d_model=d_model, d_state=S, d_conv=mixer_sd["conv1d.weight"].shape[-1], expand=I // d_model,
                 dt_rank=mixer_sd["dt_proj.weight"].shape[1], conv_bias="conv1d.bias" in mixer_sd,
                 bias="in_proj.bias" in mixer_sd)
-
-
-def _lm_state_dict(sd, embedding_key, layer_prefix, norm_f_key) -> tuple[dict, dict]:
-    """Rename a whole Mamba LM state dict to `MambaLM`'s keys; returns (state dict, MambaLM kwargs).
-    Every key must be used: a leftover one means a layout this function does not understand."""
-    for key in (embedding_key, norm_f_key):
-        if key not in sd:
-            raise ValueError(f"missing {key!r}; the state dict has {', '.join(sorted(sd)[:6])}, ...")
-    layer_ids = sorted({int(m.group(1)) for k in sd if (m := re.match(re.escape(layer_prefix) + r"(\d+)\.", k))})
-    if not layer_ids or layer_ids != list(range(len(layer_ids))):
-        raise ValueError(f"layers under {layer_prefix!r} must be numbered 0..n-1, got {layer_ids}")
-    out = {"embedding.weight": sd[embedding_key], "norm_f.weight": sd[norm_f_key]}
-    used = {embedding_key, norm_f_key, "lm_head.weight"}
-    kwargs = None
-    for i in layer_ids:
-        mixer = mamba_mixer_state_dict(sd, f"{layer_prefix}{i}.mixer.")
-        layer_kwargs = mamba_kwargs_from_mixer(mixer)
-        kwargs = kwargs or layer_kwargs
-        if layer_kwargs != kwargs:
-            raise ValueError(f"layer {i} is shaped {layer_kwargs}, unlike layer 0: {kwargs}")
-        norm_key = f"{layer_prefix}{i}.norm.weight"
-        if norm_key not in sd:
-            raise ValueError(f"missing {norm_key!r}")
-        out.update({f"layers.{i}.mixer.{k}": v for k, v in mixer.items()})
-        out[f"layers.{i}.norm.weight"] = sd[norm_key]
-        used.update(f"{layer_prefix}{i}.mixer.{k}" for k in mixer)
-        used.add(norm_key)
-    if leftover := sorted(set(sd) - used):
-        raise ValueError(f"unexpected keys for a Mamba LM: {', '.join(leftover[:8])}")
-    emb, head = sd[embedding_key], sd.get("lm_head.weight")
-    out["lm_head.weight"] = emb if head is None else head
-    kwargs.update(vocab_size=emb.shape[0], n_layers=len(layer_ids),
-                  tie_embeddings=head is None or head.data_ptr() == emb.data_ptr() or torch.equal(head, emb))
-    return out, kwargs
-
-
-def convert_mamba_ssm_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """mamba-ssm `MambaLMHeadModel` keys (backbone.embedding.weight, backbone.layers.{i}.mixer.*,
-    backbone.layers.{i}.norm.weight, backbone.norm_f.weight, lm_head.weight) -> `MambaLM` keys."""
-    return _lm_state_dict(sd, "backbone.embedding.weight", "backbone.layers.", "backbone.norm_f.weight")[0]
-
-
-def convert_hf_mamba_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """transformers `MambaForCausalLM` keys (backbone.embeddings.weight, ...) -> `MambaLM` keys."""
-    return _lm_state_dict(sd, "backbone.embeddings.weight", "backbone.layers.", "backbone.norm_f.weight")[0]
-
-
-def mamba_lm_from_hf(path_or_model, **mamba_kwargs) -> MambaLM:
-    """A `MambaLM` with the weights of a `transformers` `MambaForCausalLM` (an instance, or a
-    directory written by `save_pretrained`). Extra keyword arguments go to every `Mamba` (scan=...)."""
-    if isinstance(path_or_model, (str, Path)):
-        from transformers import MambaForCausalLM
-
-        path_or_model = MambaForCausalLM.from_pretrained(path_or_model)
-    hf = path_or_model
-    cfg = hf.config
-    if cfg.hidden_act != "silu":
-        raise ValueError(f"only hidden_act='silu' is supported, got {cfg.hidden_act!r}")
-    sd, kwargs = _lm_state_dict(hf.state_dict(), "backbone.embeddings.weight", "backbone.layers.",
-                                "backbone.norm_f.weight")
-    kwargs["tie_embeddings"] = bool(getattr(cfg, "tie_word_embeddings", True)) and kwargs["tie_embeddings"]
-    model = MambaLM(norm_eps=cfg.layer_norm_epsilon, **kwargs, **mamba_kwargs)
-    model.load_state_dict(sd)
-    return model.to(hf.dtype)
-
-
-def mamba_lm_from_mamba_ssm(sd_or_dir, **mamba_kwargs) -> MambaLM:
-    """A `MambaLM` from a mamba-ssm state dict, or a directory with its pytorch_model.bin."""
-    if isinstance(sd_or_dir, (str, Path)):
-        sd_or_dir = torch.load(Path(sd_or_dir) / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    sd, kwargs = _lm_state_dict(sd_or_dir, "backbone.embedding.weight", "backbone.layers.", "backbone.norm_f.weight")
-    model = MambaLM(**kwargs, **mamba_kwargs)
-    model.load_state_dict(sd)
-    return model
