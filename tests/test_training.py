@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from common.data.datamodule import collate_lm
 from common.errors import TrainingDiverged
 from common.training.callbacks import MetricsJSON, WallClockBudget
-from common.training.modules import CausalLMModule, SequenceClassificationModule, shifted_cross_entropy
+from common.training.modules import CausalLMModule, SequenceClassificationModule, token_cross_entropy
 from common.training.optim import OptimConfig, lr_factor, param_groups
 from common.training.trainer import TrainerConfig, build_trainer
 
@@ -50,7 +50,7 @@ def lm_loader(n=16, t=6, seed=0):
     return DataLoader(rows, batch_size=4, collate_fn=collate_lm)
 
 
-def test_shifted_cross_entropy_matches_a_loop():
+def test_token_cross_entropy_matches_a_loop():
     torch.manual_seed(0)
     logits = torch.randn(2, 5, V)
     labels = torch.randint(0, V, (2, 5))
@@ -62,7 +62,7 @@ def test_shifted_cross_entropy_matches_a_loop():
             if target != -100:
                 total += -math.log(torch.softmax(logits[b, t].double(), -1)[target].item())
                 count += 1
-    assert shifted_cross_entropy(logits, labels).item() == pytest.approx(total / count, rel=1e-5)
+    assert token_cross_entropy(logits, labels).item() == pytest.approx(total / count, rel=1e-5)
 
 
 def test_collate_masks_padding_only():
@@ -130,7 +130,7 @@ def test_causal_lm_module_trains_and_writes_metrics(tmp_path):
             if i == 2:
                 break
             n = int((batch["labels"][:, 1:] != -100).sum())
-            total += shifted_cross_entropy(net(batch["input_ids"]), batch["labels"]).item() * n
+            total += token_cross_entropy(net(batch["input_ids"]), batch["labels"]).item() * n
             count += n
     assert out["final"]["val/loss"] == pytest.approx(total / count, rel=1e-5)
     assert out["final"]["val/ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)

@@ -24,19 +24,30 @@ def _unwrap(output) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
 
 
-def shifted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Next-token loss: position t predicts label t+1; labels of -100 are ignored."""
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+def align(logits: torch.Tensor, labels: torch.Tensor, shift: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """With `shift`, position t predicts label t + 1: drop the last output and the first label."""
+    return (logits[:, :-1], labels[:, 1:]) if shift else (logits, labels)
+
+
+def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, shift: bool = True) -> torch.Tensor:
+    """Mean cross-entropy over positions whose label is not -100."""
+    logits, labels = align(logits, labels, shift)
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
 
 
 class CausalLMModule(L.LightningModule):
-    """Causal language modelling for any network that maps `input_ids` to logits `[B, T, V]`."""
+    """Causal language modelling for any network that maps `input_ids` to logits `[B, T, V]`.
 
-    def __init__(self, net: nn.Module, vocab_size: int, optim: OptimConfig | None = None):
+    `shift_labels=False` is for tasks whose targets are already aligned with the outputs (MAD:
+    `targets[t]` is what position t must predict); the default shifts inputs into targets.
+    """
+
+    def __init__(self, net: nn.Module, vocab_size: int, optim: OptimConfig | None = None, shift_labels: bool = True):
         super().__init__()
         self.net = net
         self.optim = optim or OptimConfig()
-        self.save_hyperparameters({"vocab_size": vocab_size, "optim": vars(self.optim)})
+        self.shift_labels = shift_labels
+        self.save_hyperparameters({"vocab_size": vocab_size, "optim": vars(self.optim), "shift_labels": shift_labels})
         self.train_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         # Token-weighted mean of the loss; perplexity is its exponential, so both agree exactly.
@@ -46,11 +57,10 @@ class CausalLMModule(L.LightningModule):
         return _unwrap(self.net(input_ids))
 
     def _step(self, batch):
-        logits = self(batch["input_ids"])
-        labels = batch["labels"]
-        loss = shifted_cross_entropy(logits, labels)
-        preds, targets = logits[:, :-1].argmax(-1), labels[:, 1:]
-        return loss, preds, targets
+        logits, labels = self(batch["input_ids"]), batch["labels"]
+        loss = token_cross_entropy(logits, labels, self.shift_labels)
+        logits, labels = align(logits, labels, self.shift_labels)
+        return loss, logits.argmax(-1), labels
 
     def training_step(self, batch, batch_idx):
         loss, preds, targets = self._step(batch)
