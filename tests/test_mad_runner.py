@@ -16,7 +16,7 @@ def test_attention_model_learns_memorization(tmp_path):
     """A fixed key -> value map of 15 pairs: a small transformer must memorise it (chance is 1/15)."""
     task = MADTaskConfig(task="memorization", vocab_size=32, seq_len=16, num_train_examples=256,
                          num_test_examples=64, seed=0)
-    trainer = TrainerConfig(max_steps=120, val_every_n_steps=120, limit_val_batches=2, log_every_n_steps=20,
+    trainer = TrainerConfig(max_steps=120, val_every_n_steps=120, limit_val_batches=2, log_every_n_steps=4,
                             checkpoint_every_n_steps=120, progress_bar=False)
     scores = train_on_mad(LMConfig(d_model=32, pattern="attn,swiglu", repeat=1, blocks={"attn": {"n_heads": 2}}),
                           task, trainer, tmp_path, optim=OptimConfig(lr=1e-2, warmup_steps=10), batch_size=32)
