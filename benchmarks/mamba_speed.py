@@ -145,7 +145,6 @@ def main(argv=None):
     warnings.filterwarnings("ignore")
     torch.set_num_threads(THREADS)
 
-    import mambapy
     import transformers
     from importlib.metadata import version
 

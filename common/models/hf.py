@@ -1,13 +1,18 @@
-"""Hugging Face reference models built from small typed specs."""
+"""Hugging Face models: a Llama reference built from a small typed spec, and loading GPT-Neo,
+GPT-NeoX and Llama checkpoints (or their state dicts) into our `LanguageModel`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from common.config import bounded
 from common.errors import ConfigError
+
+if TYPE_CHECKING:  # lm.py imports the block registry, which imports transformers' layers: load it lazily
+    from common.models.lm import LanguageModel
 
 
 @dataclass
@@ -62,7 +67,7 @@ _HF_PARTS = {
 }
 
 
-def language_model_from_hf(source) -> "LanguageModel":
+def language_model_from_hf(source) -> LanguageModel:
     """A `LanguageModel` of `hf_decoder` blocks with the weights of a Hugging Face causal LM.
 
     `source` is a model instance or a directory written by `save_pretrained` (GPT-Neo,

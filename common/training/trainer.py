@@ -22,7 +22,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from common.config import bounded
 from common.io import write_json
-from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
+from common.training.callbacks import NonFiniteLossGuard, WallClockBudget
 
 log = logging.getLogger(__name__)
 
