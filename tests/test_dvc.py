@@ -24,9 +24,10 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complete
 
 
 def copy_checkout(repo: Path, profile: str) -> Path:
-    """The tracked files of this checkout, as a fresh git repository switched to `profile`."""
+    """This checkout's files (tracked, and untracked but not ignored), as a fresh git repository
+    switched to `profile`."""
     repo.mkdir(parents=True, exist_ok=True)
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in filter(None, files.stdout.split("\0")):
         if (ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
