@@ -1,9 +1,8 @@
 """Per-token generation latency and cache memory against generated length, CPU.
 
 Mamba (recurrent state) against a Llama-style transformer with a KV cache, both as our
-`LanguageModel` with the same width and depth, batch 1, greedy. Latency is the median time of the
-steps in a window of 32 tokens ending at each length. Memory is the bytes the generation cache
-holds at that length (the KV cache counts only its filled part). Writes
+`LanguageModel` with the same width and depth, batch 1, greedy. Latency and memory are measured
+by `common.eval.generation.generation_profile`. Writes
 `benchmarks/results/generation.json`.
 
     python -m benchmarks.generation [--lengths 256 1024 4096] [--threads 2]
@@ -13,51 +12,17 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
 import transformers
 
-from common.blocks.attention import KVCache
+from common.eval.generation import generation_profile
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
 
-WINDOW = 32
 OUT = Path(__file__).resolve().parent / "results" / "generation.json"
-
-
-def cache_bytes(cache, position: int) -> int:
-    total = 0
-    for layer in cache.layers:
-        if layer is None:
-            continue
-        if isinstance(layer, KVCache):
-            total += 2 * layer.k[:, :, :position].numel() * layer.k.element_size()
-        else:
-            total += sum(t.numel() * t.element_size() for t in vars(layer).values() if isinstance(t, torch.Tensor))
-    return total
-
-
-@torch.no_grad()
-def profile(model: LanguageModel, lengths: list[int]) -> dict:
-    max_len = max(lengths) + 1
-    cache = model.allocate_cache(1, max_len)
-    token = torch.zeros(1, 1, dtype=torch.long)
-    model(token, cache)  # the one-token prompt
-    times = []
-    for _ in range(max(lengths)):
-        start = time.perf_counter()
-        token = model(token, cache)[:, -1:].argmax(-1)
-        times.append(time.perf_counter() - start)
-    rows = {}
-    for n in lengths:
-        window = times[n - WINDOW:n]
-        rows[str(n)] = {"ms_per_token": 1e3 * statistics.median(window), "cache_bytes": cache_bytes(cache, n)}
-    rows["tokens_per_s_overall"] = len(times) / sum(times)
-    return rows
 
 
 def main() -> None:
@@ -75,7 +40,7 @@ def main() -> None:
         "transformer_kv_cache": LMConfig(vocab_size=4096, d_model=args.d_model, pattern="attn,swiglu",
                                          repeat=args.layers, n_ctx=n_ctx, blocks={"attn": {"n_heads": 4}}),
     }
-    results = {name: profile(LanguageModel(cfg).eval(), args.lengths) for name, cfg in models.items()}
+    results = {name: generation_profile(LanguageModel(cfg).eval(), args.lengths) for name, cfg in models.items()}
     first, last = str(min(args.lengths)), str(max(args.lengths))
     for name, rows in results.items():
         rows["latency_growth_first_to_last"] = rows[last]["ms_per_token"] / rows[first]["ms_per_token"]

@@ -1,0 +1,97 @@
+"""Stage `latency`: the paper's Figure 5 question. Is per-token generation latency flat for
+BlackMamba and Mamba (recurrent state) and growing for transformers (KV cache)?
+
+The four architectures of `train_compare` (same configs, random weights: latency does not depend
+on the values) generate from a one-token prompt, batch 1, greedy, with their caches (eval mode, so MoE layers route
+by argmax as at inference; Sinkhorn only runs in training). Reported per
+length: median ms per token over the last 32 steps, the cache's bytes, and the total time to
+generate the sequence (the paper's axis). "Flat" means the per-token latency at the longest
+length is within `flat_tolerance` of that at the first length of at least 64 tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lightning as L
+import matplotlib.pyplot as plt
+import torch
+
+from common.config import bounded
+from common.data.tokenizer import load_tokenizer
+from common.errors import ConfigError, exit_on_user_error
+from common.eval.generation import generation_profile
+from common.eval.plots import save_figure
+from common.io import write_json
+from common.models.lm import LanguageModel
+from common.stages import load_stage, stage_parser
+from papers.blackmamba.train_compare import TrainCompareConfig, model_configs
+
+log = logging.getLogger("latency")
+
+
+@dataclass
+class LatencyConfig:
+    seed: int = 0
+    lengths: list[int] = field(default_factory=lambda: [1, 64, 256, 1024, 4096])
+    threads: int = bounded(2, ge=1)
+    flat_tolerance: float = bounded(1.3, ge=1)
+
+    def check(self) -> None:
+        if not self.lengths or min(self.lengths) < 1 or self.lengths != sorted(self.lengths):
+            raise ConfigError(f"lengths: increasing positive token counts, got {self.lengths}")
+
+
+def plot(results: dict, lengths: list[int], path: Path) -> None:
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, rows in results.items():
+        ax_t.plot(lengths, [rows[str(n)]["total_s"] for n in lengths], "o-", markersize=3, label=name)
+        ax_m.plot(lengths, [rows[str(n)]["cache_bytes"] / 2**20 for n in lengths], "o-", markersize=3, label=name)
+    for ax, label in ((ax_t, "time to generate (s)"), (ax_m, "generation cache (MiB)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("generated tokens")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/latency.json"))
+    parser.add_argument("--plot", type=Path, default=Path("papers/blackmamba/results/latency.png"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "latency", LatencyConfig)
+    models_cfg, _, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
+    torch.set_num_threads(cfg.threads)
+    vocab_size = len(load_tokenizer(args.tokenizer))
+    n_ctx = max(cfg.lengths) + 1
+
+    results = {}
+    for name, lm_cfg in model_configs(models_cfg, vocab_size, n_ctx).items():
+        L.seed_everything(cfg.seed, verbose=False)
+        results[name] = generation_profile(LanguageModel(lm_cfg).eval(), cfg.lengths)
+        log.info("%s: %.2f ms/token at %d", name, results[name][str(max(cfg.lengths))]["ms_per_token"],
+                 max(cfg.lengths))
+
+    first = str(next((n for n in cfg.lengths if n >= 64), cfg.lengths[0]))
+    last = str(max(cfg.lengths))
+    summary = {}
+    for name, rows in results.items():
+        growth = rows[last]["ms_per_token"] / rows[first]["ms_per_token"]
+        summary[name] = {"latency_growth": growth, "flat": growth <= cfg.flat_tolerance,
+                         "cache_growth": rows[last]["cache_bytes"] / rows[first]["cache_bytes"],
+                         "ms_per_token_at_last": rows[last]["ms_per_token"],
+                         "tokens_per_s_overall": rows["tokens_per_s_overall"]}
+    write_json(args.out, {"profile": profile, "threads": cfg.threads, "lengths": cfg.lengths,
+                          "growth_measured_from": int(first), "summary": summary, "models": results})
+    plot(results, cfg.lengths, args.plot)
+    log.info("wrote %s: %s", args.out, summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Stage `train_compare`: the paper's Figure 4 question at small scale. Does BlackMamba reach a
+given loss with fewer training FLOPs than dense models with the same forward-pass parameters?
+
+Four models train on the packed story tokens with the same data order, batch, optimizer and
+number of steps: BlackMamba (Mamba + 8-expert Sinkhorn MoE), a dense Mamba (Mamba layers only,
+as the paper's Mamba-340M baseline), a dense Llama-style transformer and an MoE transformer.
+Their sizes in params are chosen so that forward-pass parameters match; the stage reports the
+counts. Validation loss is plotted against training FLOPs (3 x forward FLOPs per token x tokens
+seen, from `common.eval.counting`) and against wall time.
+
+"FLOPs to reach a loss": the target is the highest final validation loss among the models (a loss
+every model reaches); for each model the FLOPs at which its validation curve first gets there,
+interpolated linearly between validations.
+
+Writes `results/train_compare.json`, two PNGs, and the trained BlackMamba as a `save_pretrained`
+directory for the routing stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import matplotlib.pyplot as plt
+
+from common.config import bounded, from_dict
+from common.data.datamodule import TextDataModule
+from common.data.tokenized import load_tokenized
+from common.data.tokenizer import load_tokenizer
+from common.errors import ConfigError, exit_on_user_error
+from common.eval.counting import TRAIN_FACTOR, count_lm
+from common.eval.plots import save_figure
+from common.io import write_json
+from common.models.lm import LanguageModel, LMConfig
+from common.stages import load_stage, stage_parser
+from common.training.callbacks import MetricsJSON
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig
+from common.training.trainer import TrainerConfig, build_trainer, fit
+from papers.blackmamba.checkpoint import save_pretrained
+from papers.blackmamba.model import BlackMambaConfig, lm_config
+
+log = logging.getLogger("train_compare")
+
+
+@dataclass
+class DataSpec:
+    batch_size: int = bounded(16, ge=1)
+    num_workers: int = bounded(0, ge=0)
+
+
+@dataclass
+class TrainCompareConfig:
+    seed: int = 0
+    blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
+    # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    data: DataSpec = field(default_factory=DataSpec)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def model_configs(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    models = {"blackmamba": lm_config(replace(cfg.blackmamba, vocab_size=vocab_size, n_ctx=n_ctx))}
+    for name, raw in cfg.baselines.items():
+        if name in models:
+            raise ConfigError(f"train_compare.baselines.{name}: the name is taken by the BlackMamba model")
+        if "vocab_size" in raw or "n_ctx" in raw:
+            raise ConfigError(f"train_compare.baselines.{name}: vocab_size and n_ctx come from the data; remove them")
+        models[name] = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
+                                 where=f"train_compare.baselines.{name}")
+    return models
+
+
+def flops_to_reach(curve: list[tuple[float, float]], target: float) -> float | None:
+    """First x at which the (x, loss) curve reaches `target`, linear between points."""
+    for (x0, y0), (x1, y1) in zip([(0.0, float("inf"))] + curve, curve):
+        if y1 <= target:
+            if y0 == float("inf") or y0 == y1:
+                return x1
+            return x0 + (x1 - x0) * (y0 - target) / (y0 - y1)
+    return None
+
+
+def plot_curves(results: dict, x: str, path: Path, xlabel: str, log_x: bool) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, res in results.items():
+        rows = [r for r in res["history"] if "val/loss" in r]
+        ax.plot([r[x] for r in rows], [r["val/loss"] for r in rows], "o-", markersize=3,
+                label=f"{name} ({res['forward_params'] / 1e6:.2f}M fwd / {res['params'] / 1e6:.2f}M total)")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("validation cross-entropy (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--run-dir", type=Path, default=Path("data/blackmamba/train"))
+    parser.add_argument("--model-out", type=Path, default=Path("data/blackmamba/model"))
+    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/train_compare.json"))
+    parser.add_argument("--plot-flops", type=Path, default=Path("papers/blackmamba/results/loss_vs_flops.png"))
+    parser.add_argument("--plot-time", type=Path, default=Path("papers/blackmamba/results/loss_vs_time.png"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
+
+    vocab_size = len(load_tokenizer(args.tokenizer))
+    n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
+    configs = model_configs(cfg, vocab_size, n_ctx)
+    tokens_per_step = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches * n_ctx
+
+    results = {}
+    for name, lm_cfg in configs.items():
+        log.info("training %s", name)
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        net = LanguageModel(lm_cfg)
+        count = count_lm(lm_cfg)
+        module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
+        datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
+                                    seed=cfg.seed)
+        run_dir = args.run_dir / name
+        metrics = MetricsJSON(run_dir / "metrics.json")
+        trainer = build_trainer(cfg.trainer, run_dir, callbacks=[metrics])
+        fit(trainer, module, datamodule, run_dir, run_config={
+            "profile": profile, "model": asdict(lm_cfg), "seed": cfg.seed, "data": asdict(cfg.data),
+            "optim": asdict(cfg.optim), "trainer": asdict(cfg.trainer)})
+        flops_per_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_step
+        history = [{**row, "train_flops": row["step"] * flops_per_step} for row in metrics.history]
+        results[name] = {
+            "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat, "params": count.params,
+            "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token,
+            "final_val_loss": next(r["val/loss"] for r in reversed(history) if "val/loss" in r),
+            "train_seconds": history[-1]["elapsed_s"], "steps": trainer.global_step, "history": history,
+        }
+        if name == "blackmamba":
+            save_pretrained(net, replace(cfg.blackmamba, vocab_size=vocab_size, n_ctx=n_ctx), args.model_out)
+
+    target = max(r["final_val_loss"] for r in results.values())
+    for res in results.values():
+        curve = [(r["train_flops"], r["val/loss"]) for r in res["history"] if "val/loss" in r]
+        res["flops_to_target"] = flops_to_reach(curve, target)
+    base = results["blackmamba"]["flops_to_target"]
+    summary = {"target_val_loss": target, "tokens_per_step": tokens_per_step,
+               "flops_to_target_over_blackmamba": {n: r["flops_to_target"] / base for n, r in results.items()
+                                                   if r["flops_to_target"] is not None},
+               "final_val_loss": {n: r["final_val_loss"] for n, r in results.items()}}
+    write_json(args.out, {"profile": profile, "n_ctx": n_ctx, "vocab_size": vocab_size, "summary": summary,
+                          "models": results})
+    plot_curves(results, "train_flops", args.plot_flops, "training FLOPs", log_x=True)
+    plot_curves(results, "elapsed_s", args.plot_time, "wall time (s, this machine)", log_x=False)
+    log.info("wrote %s: %s", args.out, summary)
+
+
+if __name__ == "__main__":
+    main()
