@@ -27,8 +27,9 @@ $(STAMP): pyproject.toml $(LOCK)
 
 install: $(STAMP)
 
+# Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml.
 repro: $(STAMP)
-	$(BIN)/dvc repro
+	$(BIN)/dvc repro --all-pipelines
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

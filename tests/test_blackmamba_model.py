@@ -13,9 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from common.errors import DataError
 from common.eval.counting import count_lm
-from common.models.lm import LanguageModel, LMConfig
-from papers.blackmamba.checkpoint import (from_pretrained, load_released, save_pretrained, save_released,
-                                          state_dict_to_released)
+from common.models.lm import LanguageModel, LMConfig, load_language_model, save_language_model
+from papers.blackmamba.checkpoint import load_released, save_released, state_dict_to_released
 from papers.blackmamba.model import SIZES, BlackMambaConfig, build_blackmamba, lm_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -178,7 +177,7 @@ def test_save_load_resave_keeps_logits_identical(tmp_path):
     ids = torch.randint(0, TINY.vocab_size, (2, 12), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         before = model(ids)
-    ours = from_pretrained(save_pretrained(model, TINY, tmp_path / "ours"))
+    ours = load_language_model(save_language_model(model, tmp_path / "ours"))
     again = load_released(save_released(ours, TINY, tmp_path / "re-released"))
     with torch.no_grad():
         assert torch.equal(ours(ids), before)

@@ -25,11 +25,12 @@ def load(repo, name):
 
 def test_every_stage_runs_and_writes_its_results(repro):
     repo, result = repro
-    for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing"):
+    for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing", "report"):
         assert f"Running stage 'papers/blackmamba/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     for png in ("loss_vs_flops.png", "loss_vs_time.png", "latency.png", "routing_heatmap.png"):
         assert (repo / RESULTS / png).stat().st_size > 1000
-    assert (repo / "data/blackmamba/model/model.safetensors").is_file()
+    for name in ("blackmamba", "mamba", "transformer", "moe_transformer"):
+        assert (repo / f"data/blackmamba/models/{name}/model.safetensors").is_file()
     again = _run([sys.executable, "-m", "dvc", "repro", "papers/blackmamba/dvc.yaml"], repo)
     assert "Running stage" not in again.stdout
 
@@ -49,3 +50,21 @@ def test_results_hold_what_the_readme_reports(repro):
         assert sum(mode["layers"][0]["tokens_per_expert"]) == 2 * 4 * train["n_ctx"]
     assert len(load(repo, "table1.json")["rows"]) == 16
     assert load(repo, "sinkhorn.json")["summary"]["blackmamba"]["max_iters_absolute"] >= 1
+
+
+def test_readme_tables_are_generated_from_the_results(repro):
+    repo, _ = repro
+    readme = (repo / "papers/blackmamba/README.md").read_text()
+    train = load(repo, "train_compare.json")
+    assert "_Profile `smoke`; generated from `results/train_compare.json`._" in readme
+    assert f"{train['models']['mamba']['final_val_loss']:.3f}" in readme
+    assert readme.count("**Verdict:**") == 4
+
+
+def test_committed_readme_matches_the_committed_results():
+    """The README in git must be what the report stage makes of the results in git."""
+    from papers.blackmamba.report import render
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "papers/blackmamba/README.md").read_text()
+    assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.blackmamba.report`"

@@ -24,11 +24,15 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complete
 
 
 def copy_checkout(repo: Path, profile: str) -> Path:
-    """This checkout's files (tracked, and untracked but not ignored), as a fresh git repository
-    switched to `profile`."""
+    """This checkout's source files (tracked, and new ones not yet added), as a fresh git repository
+    switched to `profile`. Untracked files under data/ are pipeline outputs, possibly half-written by
+    a run in progress, and are left out."""
     repo.mkdir(parents=True, exist_ok=True)
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True)
-    for name in filter(None, files.stdout.split("\0")):
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    new = subprocess.run(["git", "ls-files", "-z", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    names = [*tracked.stdout.split("\0"), *(n for n in new.stdout.split("\0") if not n.startswith("data/"))]
+    for name in filter(None, names):
         if (ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)

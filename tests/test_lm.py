@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from common.config import from_dict
-from common.errors import ConfigError
+from common.errors import ConfigError, DataError
 from common.models.hf import lm_state_dict_from_llama
-from common.models.lm import LanguageModel, LMConfig, sample_next
+from common.models.lm import LanguageModel, LMConfig, load_language_model, sample_next, save_language_model
 
 V = 97
 
@@ -119,3 +120,18 @@ def test_mixer_generation_equals_the_papers_fixed_window_method():
         for pos in range(prompt_len, prompt_len + new):
             window[:, pos] = model(window)[:, pos - 1].argmax(-1)
     assert model.generate(prompt, new).equal(window[:, : prompt_len + new])
+
+
+def test_save_and_load_language_model_round_trip(tmp_path):
+    cfg = LMConfig(vocab_size=50, d_model=16, pattern="attn,swiglu", repeat=2, tie_embeddings=False,
+                   blocks={"attn": {"n_heads": 2}})
+    model = LanguageModel(cfg).eval()
+    ids = torch.randint(0, 50, (2, 7))
+    loaded = load_language_model(save_language_model(model, tmp_path / "m"))
+    assert loaded.cfg == cfg
+    assert torch.equal(loaded(ids), model(ids))
+    state = load_file(str(tmp_path / "m" / "model.safetensors"))
+    state["blocks.1.up_proj.weight"] = torch.zeros(3, 3)
+    save_file(state, str(tmp_path / "m" / "model.safetensors"))
+    with pytest.raises(DataError, match=r"blocks.1.up_proj.weight has shape \(3, 3\)"):
+        load_language_model(tmp_path / "m")

@@ -9,7 +9,9 @@ under its name in `blocks`, so one config can hold several block types side by s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -18,8 +20,9 @@ from torch import nn
 import common.blocks  # noqa: F401  (registers every block family)
 from common.blocks.norms import build_norm
 from common.blocks.registry import BLOCKS, build_block
-from common.config import bounded
-from common.errors import ConfigError
+from common.config import bounded, from_dict
+from common.errors import ConfigError, DataError
+from common.io import atomic_dir
 
 
 @dataclass
@@ -159,3 +162,47 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float, top_k
         drop = probs.cumsum(-1) - probs >= top_p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     return torch.multinomial(logits.softmax(-1), 1, generator=generator)
+
+
+# --- saving and loading ---------------------------------------------------------------------------
+
+FORMAT = "language-model"
+
+
+def save_language_model(model: LanguageModel, path: str | Path, extra: dict | None = None) -> Path:
+    """`config.json` (the `LMConfig`, plus `extra` for the caller) and `model.safetensors`, written
+    atomically. A tied head is stored once, as the embedding."""
+    from safetensors.torch import save_file
+
+    state = {k: v.contiguous() for k, v in model.state_dict().items()
+             if not (k == "head.weight" and model.cfg.tie_embeddings)}
+    with atomic_dir(Path(path)) as tmp:
+        (tmp / "config.json").write_text(json.dumps(
+            {"format": FORMAT, "lm_config": asdict(model.cfg), **(extra or {})}, indent=2))
+        save_file(state, str(tmp / "model.safetensors"))
+    return Path(path)
+
+
+def load_language_model(path: str | Path) -> LanguageModel:
+    """Read back `save_language_model`'s directory, checking every tensor name and shape."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
+        raise DataError(f"{path}: expected config.json and model.safetensors (written by save_language_model)")
+    raw = json.loads((path / "config.json").read_text())
+    if raw.get("format") != FORMAT:
+        raise DataError(f"{path}/config.json: not a {FORMAT} directory (format={raw.get('format')!r})")
+    model = LanguageModel(from_dict(LMConfig, raw["lm_config"], where=f"{path}/config.json:lm_config"))
+    state = load_file(str(path / "model.safetensors"))
+    if model.cfg.tie_embeddings and "embed.weight" in state:
+        state["head.weight"] = state["embed.weight"]
+    expected = model.state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise DataError(f"{path}: missing {missing[:4] or 'nothing'}, unexpected {unexpected[:4] or 'nothing'}")
+    for key, value in state.items():
+        if value.shape != expected[key].shape:
+            raise DataError(f"{path}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}")
+    model.load_state_dict(state)
+    return model.eval()

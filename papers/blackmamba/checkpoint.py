@@ -11,8 +11,8 @@ of `{"model": state_dict}` with keys
     decoder.layers.{i}.mixer.local_experts.{e}.linear_fc2.weight  [H, F]
     decoder.final_layernorm.{weight, bias}            [H]      LayerNorm
 
-Our directory (`save_pretrained` / `from_pretrained`): `config.json` with the `BlackMambaConfig`
-fields and `model.safetensors` with `LanguageModel` keys (the tied head stored once).
+Our own format is the library's (`common.models.lm.save_language_model` / `load_language_model`):
+`config.json` with the `LMConfig` and `model.safetensors` with `LanguageModel` keys.
 
 Every file is read with `torch.load(weights_only=True)` or safetensors, so a pickle that carries
 code is refused; missing, unexpected or mis-shaped tensors are reported in one line.
@@ -23,20 +23,16 @@ from __future__ import annotations
 import json
 import pickle
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from common.blocks.mamba import mamba_kwargs_from_mixer, mamba_mixer_state_dict
-from common.config import from_dict
 from common.errors import DataError
 from common.io import atomic_dir
 from common.models.lm import LanguageModel
 from papers.blackmamba.model import BlackMambaConfig, build_blackmamba
 
-FORMAT = "blackmamba-lm"
 RELEASED_WEIGHTS = ("pytorch_model.bin", "1.5b.pt", "2.8b.pt")
 
 
@@ -170,37 +166,3 @@ def save_released(model: LanguageModel, cfg: BlackMambaConfig, path: Path | str)
         (tmp / "config.json").write_text(json.dumps(raw_config))
         torch.save({"model": state_dict_to_released(model)}, tmp / "pytorch_model.bin")
     return Path(path)
-
-
-# --- our own directory format ---------------------------------------------------------------------
-
-
-def save_pretrained(model: LanguageModel, cfg: BlackMambaConfig, path: Path | str) -> Path:
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "head.weight"}
-    with atomic_dir(Path(path)) as tmp:
-        (tmp / "config.json").write_text(json.dumps({"format": FORMAT, **asdict(cfg)}, indent=2))
-        save_file(state, str(tmp / "model.safetensors"))
-    return Path(path)
-
-
-def from_pretrained(path: Path | str) -> LanguageModel:
-    path = Path(path)
-    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
-        raise DataError(f"{path}: expected config.json and model.safetensors (written by save_pretrained)")
-    raw = json.loads((path / "config.json").read_text())
-    if raw.pop("format", None) != FORMAT:
-        raise DataError(f"{path}/config.json: not a {FORMAT} directory; for the released files use load_released")
-    cfg = from_dict(BlackMambaConfig, raw, where=f"{path}/config.json")
-    model = build_blackmamba(cfg)
-    state = load_file(str(path / "model.safetensors"))
-    state["head.weight"] = state.get("embed.weight")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise DataError(f"{path}: missing {missing[:4] or 'nothing'}, unexpected {unexpected[:4] or 'nothing'}")
-    for key, value in state.items():
-        if value.shape != expected[key].shape:
-            raise DataError(f"{path}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}")
-    model.load_state_dict(state)
-    return model.eval()

@@ -36,7 +36,7 @@ log = logging.getLogger("latency")
 class LatencyConfig:
     seed: int = 0
     lengths: list[int] = field(default_factory=lambda: [1, 64, 256, 1024, 4096])
-    threads: int = bounded(2, ge=1)
+    threads: int = bounded(1, ge=1)
     flat_tolerance: float = bounded(1.3, ge=1)
 
     def check(self) -> None:

@@ -23,8 +23,8 @@ from common.data.datamodule import TextDataModule
 from common.errors import exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
+from common.models.lm import load_language_model
 from common.stages import load_stage, stage_parser
-from papers.blackmamba.checkpoint import from_pretrained
 
 log = logging.getLogger("routing")
 
@@ -65,13 +65,13 @@ def heatmap(panels: dict[str, list[torch.Tensor]], path: Path) -> None:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser(__doc__)
-    parser.add_argument("--model", type=Path, default=Path("data/blackmamba/model"))
+    parser.add_argument("--model", type=Path, default=Path("data/blackmamba/models/blackmamba"))
     parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
     parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/routing.json"))
     parser.add_argument("--plot", type=Path, default=Path("papers/blackmamba/results/routing_heatmap.png"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "routing", RoutingConfig)
-    model = from_pretrained(args.model)
+    model = load_language_model(args.model)
     datamodule = TextDataModule(args.data, batch_size=cfg.batch_size, seed=0)
     datamodule.setup("validate")
 

@@ -12,8 +12,8 @@ seen, from `common.eval.counting`) and against wall time.
 every model reaches); for each model the FLOPs at which its validation curve first gets there,
 interpolated linearly between validations.
 
-Writes `results/train_compare.json`, two PNGs, and the trained BlackMamba as a `save_pretrained`
-directory for the routing stage.
+Writes `results/train_compare.json`, two PNGs, and every trained model (`save_language_model`)
+for the routing and zero-shot stages.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ from common.errors import ConfigError, exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.models.lm import LanguageModel, LMConfig
+from common.models.lm import LanguageModel, LMConfig, save_language_model
 from common.stages import load_stage, stage_parser
 from common.training.callbacks import MetricsJSON
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, build_trainer, fit
-from papers.blackmamba.checkpoint import save_pretrained
 from papers.blackmamba.model import BlackMambaConfig, lm_config
 
 log = logging.getLogger("train_compare")
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--run-dir", type=Path, default=Path("data/blackmamba/train"))
-    parser.add_argument("--model-out", type=Path, default=Path("data/blackmamba/model"))
+    parser.add_argument("--models-out", type=Path, default=Path("data/blackmamba/models"))
     parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/train_compare.json"))
     parser.add_argument("--plot-flops", type=Path, default=Path("papers/blackmamba/results/loss_vs_flops.png"))
     parser.add_argument("--plot-time", type=Path, default=Path("papers/blackmamba/results/loss_vs_time.png"))
@@ -141,8 +140,7 @@ def main(argv: list[str] | None = None) -> None:
             "final_val_loss": next(r["val/loss"] for r in reversed(history) if "val/loss" in r),
             "train_seconds": history[-1]["elapsed_s"], "steps": trainer.global_step, "history": history,
         }
-        if name == "blackmamba":
-            save_pretrained(net, replace(cfg.blackmamba, vocab_size=vocab_size, n_ctx=n_ctx), args.model_out)
+        save_language_model(net, args.models_out / name)
 
     target = max(r["final_val_loss"] for r in results.values())
     for res in results.values():

@@ -1,0 +1,115 @@
+"""Any `LanguageModel` as an EleutherAI lm-evaluation-harness model (`pip install .[eval]`).
+
+    from common.eval.lm_eval_adapter import LanguageModelEval, evaluate
+    scores = evaluate(LanguageModelEval(model, tokenizer), ["hellaswag", "piqa"])
+
+The adapter answers the harness's three request types:
+
+- `loglikelihood(context, continuation)`: the summed log-probability of the continuation's tokens
+  given the context, and whether greedy decoding would have produced exactly them;
+- `loglikelihood_rolling(text)`: the log-probability of a whole text, in windows of the model's
+  context length that each condition on up to `n_ctx` previous tokens;
+- `generate_until(context, {until, max_gen_toks, ...})`: greedy continuation, cut at the first stop
+  string.
+
+Every sequence starts with the end-of-text token, which is how documents are separated in our
+packed training data. Context and continuation are tokenized separately (trailing spaces of the
+context move to the continuation), so the continuation's tokens are exactly the ones scored.
+The harness is imported lazily: the rest of the library does not need it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from common.models.lm import LanguageModel
+
+try:
+    from lm_eval.api.model import LM as _HarnessLM
+except ImportError:  # the `eval` extra is optional; constructing the adapter then raises
+    _HarnessLM = object
+
+
+class LanguageModelEval(_HarnessLM):
+    def __init__(self, model: LanguageModel, tokenizer, batch_size: int = 8, max_gen_toks: int = 64):
+        if _HarnessLM is object:
+            raise ImportError("lm-eval is not installed; install the extra with `pip install .[eval]`")
+        super().__init__()
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_gen_toks = max_gen_toks
+        self.prefix_id = tokenizer.eos_token_id
+        self.n_ctx = model.cfg.n_ctx
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        stripped = context.rstrip(" ")
+        continuation = context[len(stripped):] + continuation
+        context_ids = [self.prefix_id] + self.tokenizer.encode(stripped, add_special_tokens=False)
+        return context_ids, self.tokenizer.encode(continuation, add_special_tokens=False)
+
+    @torch.no_grad()
+    def _score(self, context_ids: list[int], continuation_ids: list[int]) -> tuple[float, bool]:
+        """Log-probability of `continuation_ids` after `context_ids`, and whether every token is the
+        argmax. Continuations longer than n_ctx are scored in windows of n_ctx tokens, each window
+        conditioned on the n_ctx tokens before its last one."""
+        device = self.model.embed.weight.device
+        ids = context_ids + continuation_ids
+        first = len(context_ids)  # index in `ids` of the first scored token
+        total, greedy = 0.0, True
+        for start in range(first, len(ids), self.n_ctx):
+            end = min(start + self.n_ctx, len(ids))
+            inputs = ids[max(0, end - 1 - self.n_ctx):end - 1]
+            logits = self.model(torch.tensor([inputs], device=device))[0, -(end - start):].float()
+            target = torch.tensor(ids[start:end], device=device)
+            total += F.log_softmax(logits, dim=-1).gather(1, target[:, None]).sum().item()
+            greedy &= bool((logits.argmax(dim=-1) == target).all())
+        return total, greedy
+
+    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+        return [self._score(*self._encode_pair(*req.args)) for req in requests]
+
+    def loglikelihood_rolling(self, requests) -> list[float]:
+        return [self._score([self.prefix_id], self.tokenizer.encode(req.args[0], add_special_tokens=False))[0]
+                for req in requests]
+
+    # -- generation -------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def generate_until(self, requests) -> list[str]:
+        out = []
+        for req in requests:
+            context, kwargs = req.args
+            until = kwargs.get("until") or [self.tokenizer.eos_token]
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(kwargs.get("max_gen_toks", self.max_gen_toks))
+            ids = [self.prefix_id] + self.tokenizer.encode(context, add_special_tokens=False)
+            ids = ids[-max(1, self.n_ctx - max_new):]
+            device = self.model.embed.weight.device
+            generated = self.model.generate(torch.tensor([ids], device=device), max_new_tokens=max_new)
+            new = generated[0, len(ids):].tolist()
+            if self.tokenizer.eos_token_id in new:
+                new = new[:new.index(self.tokenizer.eos_token_id)]
+            text = self.tokenizer.decode(new)
+            for stop in until:
+                if stop and stop in text:
+                    text = text[:text.index(stop)]
+            out.append(text)
+        return out
+
+
+def evaluate(adapter: LanguageModelEval, tasks: list[str], include_path: str | Path | None = None,
+             limit: int | None = None, num_fewshot: int | None = None, seed: int = 0) -> dict:
+    """Run harness tasks (built-in names, or YAML tasks under `include_path`); returns its results dict."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(include_path) if include_path else None)
+    return simple_evaluate(model=adapter, tasks=tasks, task_manager=manager, limit=limit, num_fewshot=num_fewshot,
+                           random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
+                           log_samples=False)
