@@ -86,26 +86,35 @@ class LanguageModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: LMCache | None = None) -> torch.Tensor:
         start = cache.position if cache is not None else 0
-        x = self.embed(input_ids)
-        if self.pos_embed is not None:
-            positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+        x = self.run_blocks(self.embed(input_ids), 0, len(self.blocks), cache=cache, position=start)
+        if cache is not None:
+            cache.position = start + input_ids.shape[1]
+        return self.head(x)
+
+    def run_blocks(self, x: torch.Tensor, first: int, stop: int, cache: LMCache | None = None,
+                   position: int = 0) -> torch.Tensor:
+        """Blocks `first .. stop-1` on hidden states `x [B, T, d_model]` whose first token sits at
+        `position`. Learned positions are added when starting at block 0 and the final norm is
+        applied when ending at the last block, so running the model in contiguous slices (as a
+        Manticore hybrid does) equals running it whole."""
+        if first == 0 and self.pos_embed is not None:
+            positions = torch.arange(position, position + x.shape[1], device=x.device)
             if positions[-1] >= self.cfg.n_ctx:
                 raise ValueError(f"position {int(positions[-1])} beyond n_ctx={self.cfg.n_ctx}")
             x = x + self.pos_embed(positions)
-        for i, (norm, block) in enumerate(zip(self.norms, self.blocks)):
+        for i in range(first, stop):
+            norm, block = self.norms[i], self.blocks[i]
             if block.wraps_residual:
                 x = block(x)
                 continue
             h = norm(x)
             if cache is None:
                 x = x + block(h)
-            elif input_ids.shape[1] == 1 and start > 0:
+            elif x.shape[1] == 1 and position > 0:
                 x = x + block.step(h, cache.layers[i])
             else:
                 x = x + block(h, cache.layers[i])
-        if cache is not None:
-            cache.position = start + input_ids.shape[1]
-        return self.head(self.final_norm(x))
+        return self.final_norm(x) if stop == len(self.blocks) else x
 
     def aux_loss(self) -> torch.Tensor | None:
         """Sum of the blocks' auxiliary losses from the last forward (MoE load balancing)."""
