@@ -67,7 +67,9 @@ class CausalLMModule(L.LightningModule):
         self.train_acc(preds, targets)
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/acc", self.train_acc)
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        optimizers = self.optimizers()
+        first = optimizers[0] if isinstance(optimizers, list) else optimizers  # modules with several optimizers
+        self.log("train/lr", first.param_groups[0]["lr"])
         # Networks with routed experts expose their load-balancing loss; it joins the objective
         # but not the reported language-modelling loss.
         aux = self.net.aux_loss() if hasattr(self.net, "aux_loss") else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterable, Literal
 
 import torch
 from torch import nn
@@ -24,15 +24,16 @@ class OptimConfig:
     min_lr_ratio: float = bounded(0.1, ge=0, le=1)
 
 
-def param_groups(net: nn.Module, weight_decay: float) -> list[dict]:
+def param_groups(net: nn.Module, weight_decay: float, exclude: Iterable[nn.Parameter] = ()) -> list[dict]:
     """Decay matrices only: norms, biases and embeddings are left alone.
 
     Embeddings are found by module type rather than by name, and a weight tied between the
-    embedding and the head is seen once, as an embedding.
+    embedding and the head is seen once, as an embedding. Parameters in `exclude` (for example
+    architecture weights that have their own optimizer) are left out.
     """
     no_decay = {id(m.weight) for m in net.modules() if isinstance(m, nn.Embedding)}
     decay, keep = [], []
-    seen = set()
+    seen = {id(p) for p in exclude}
     for param in net.parameters():
         if not param.requires_grad or id(param) in seen:
             continue
@@ -52,8 +53,8 @@ def lr_factor(step: int, cfg: OptimConfig, total_steps: int) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * shape
 
 
-def build_optimizer(net: nn.Module, cfg: OptimConfig, total_steps: int):
-    optimizer = torch.optim.AdamW(param_groups(net, cfg.weight_decay), lr=cfg.lr,
+def build_optimizer(net: nn.Module, cfg: OptimConfig, total_steps: int, exclude: Iterable[nn.Parameter] = ()):
+    optimizer = torch.optim.AdamW(param_groups(net, cfg.weight_decay, exclude), lr=cfg.lr,
                                   betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, cfg, total_steps))
     return optimizer, scheduler

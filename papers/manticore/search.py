@@ -1,0 +1,118 @@
+"""Searching Manticore's mixture weights, then retraining with them fixed.
+
+- `ManticoreSearchModule`: single-level DARTS. The network's weights (components, projectors,
+  embeddings) have the usual AdamW; the mixture weights have their own optimizer and learning rate:
+  AdamW on the logits (`softmax`, and DASH's `gumbel`), or exponentiated gradient on the simplex
+  (GAEA). Updates are `alternating` (weights on even batches, mixture weights on odd ones, the
+  official code's schedule) or `simultaneous` (both on every batch, from the same gradients).
+- `snapshot` / `rewind`: keep the pre-search weights and restore them exactly, so that retraining
+  starts from the same point as search did, with only the searched alphas carried over.
+- `freeze_alphas`: stop training the mixture weights (retraining, fixed-alpha sweeps).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from common.config import bounded
+from common.errors import ConfigError
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig, build_optimizer
+from papers.manticore.hybrid import Manticore
+
+
+class ExponentiatedGradient(torch.optim.Optimizer):
+    """Mirror descent on the simplex (GAEA): a <- a * exp(-lr * grad), then each row renormalised.
+    The parameter must hold non-negative rows that sum to one; they stay on the simplex."""
+
+    def __init__(self, params, lr: float = 0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                p.mul_(torch.exp(-group["lr"] * p.grad))
+                p.div_(p.sum(dim=-1, keepdim=True))
+        return loss
+
+
+@dataclass
+class SearchConfig:
+    arch_lr: float = bounded(0.05, gt=0)
+    update: Literal["alternating", "simultaneous"] = "alternating"
+    gradient_clip_val: float | None = bounded(1.0, gt=0)
+
+
+class ManticoreSearchModule(CausalLMModule):
+    """Causal-LM (or MAD, with `shift_labels=False`) training of a `Manticore` with a second
+    optimizer for its mixture weights. Uses manual optimization: give its Trainer
+    `gradient_clip_val=None` (clipping is done here, on the weights only)."""
+
+    def __init__(self, net: Manticore, vocab_size: int, optim: OptimConfig | None = None,
+                 search: SearchConfig | None = None, shift_labels: bool = True):
+        super().__init__(net, vocab_size, optim, shift_labels)
+        if not net.arch_parameters():
+            raise ConfigError("search: the hybrid's mixture weights are fixed; use alpha_mode softmax, gumbel or simplex")
+        self.search = search or SearchConfig()
+        self.automatic_optimization = False
+
+    def configure_optimizers(self):
+        arch = self.net.arch_parameters()
+        weights, scheduler = build_optimizer(self.net, self.optim, self.trainer.max_steps, exclude=arch)
+        if self.net.cfg.alpha_mode == "simplex":
+            arch_opt = ExponentiatedGradient(arch, lr=self.search.arch_lr)
+        else:
+            arch_opt = torch.optim.AdamW(arch, lr=self.search.arch_lr, betas=(0.9, 0.999), weight_decay=0.0)
+        return [weights, arch_opt], [scheduler]
+
+    def training_step(self, batch, batch_idx):
+        weights_opt, arch_opt = self.optimizers()
+        loss = super().training_step(batch, batch_idx)
+        update_weights = self.search.update == "simultaneous" or batch_idx % 2 == 0
+        update_arch = self.search.update == "simultaneous" or batch_idx % 2 == 1
+        weights_opt.zero_grad()
+        arch_opt.zero_grad()
+        self.manual_backward(loss)
+        if update_weights:
+            if self.search.gradient_clip_val is not None:
+                self.clip_gradients(weights_opt, gradient_clip_val=self.search.gradient_clip_val,
+                                    gradient_clip_algorithm="norm")
+            weights_opt.step()
+            self.lr_schedulers().step()
+        if update_arch:
+            # Lightning counts every optimizer step as a global step; one step per batch keeps
+            # `max_steps` meaning batches in both modes, so the second step of a simultaneous
+            # update goes to the wrapped optimizer directly.
+            (arch_opt.optimizer if update_weights else arch_opt).step()
+        alphas = self.net.mixture_weights().detach()
+        for i, row in enumerate(alphas):
+            for m, value in enumerate(row):
+                self.log(f"alpha/{i}/{m}", value)
+        return loss
+
+
+def snapshot(net: Manticore) -> dict[str, torch.Tensor]:
+    """A copy of every weight except the mixture weights."""
+    return {k: v.detach().clone() for k, v in net.state_dict().items() if k != "alphas"}
+
+
+def rewind(net: Manticore, state: dict[str, torch.Tensor]) -> None:
+    """Restore `snapshot`'s weights in place, keeping the current mixture weights."""
+    current = net.state_dict()
+    missing = sorted(set(current) - set(state) - {"alphas"})
+    if missing:
+        raise ValueError(f"snapshot lacks {missing[:4]}")
+    net.load_state_dict({**copy.copy(state), "alphas": current["alphas"]})
+
+
+def freeze_alphas(net: Manticore) -> None:
+    for p in net.arch_parameters():
+        p.requires_grad_(False)

@@ -1,0 +1,98 @@
+"""Manticore search: the optimizer split, alternating updates, GAEA on the simplex, and rewind."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from common.errors import ConfigError
+from common.training.optim import OptimConfig
+from papers.manticore.hybrid import Manticore, ManticoreConfig
+from papers.manticore.search import (ExponentiatedGradient, ManticoreSearchModule, SearchConfig, freeze_alphas,
+                                     rewind, snapshot)
+from tests.test_manticore_hybrid import V, tiny_components
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def loader(n_batches: int = 6):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, V, (n_batches * 2, 8), generator=g)
+    return DataLoader([{"input_ids": row, "labels": row} for row in ids], batch_size=2)
+
+
+class Recorder(L.Callback):
+    """Which of (weights, alphas) changed in each training batch."""
+
+    def __init__(self):
+        self.changed = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self.before = (module.net.proj_in[0][0].weight.detach().clone(), module.net.alphas.detach().clone())
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        w, a = self.before
+        self.changed.append((not torch.equal(w, module.net.proj_in[0][0].weight), not torch.equal(a, module.net.alphas)))
+
+
+def fit(module, steps=6, callbacks=()):
+    trainer = L.Trainer(max_steps=steps, max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=list(callbacks))
+    trainer.fit(module, train_dataloaders=loader(steps))
+    return trainer
+
+
+@pytest.mark.parametrize("update,expected", [
+    ("alternating", [(True, False), (False, True)] * 3),
+    ("simultaneous", [(True, True)] * 6),
+])
+def test_weights_and_alphas_update_on_their_schedule(update, expected):
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
+    module = ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0), SearchConfig(arch_lr=0.1, update=update))
+    recorder = Recorder()
+    fit(module, steps=6, callbacks=[recorder])
+    assert recorder.changed == expected
+
+
+def test_the_two_optimizers_split_the_parameters_exactly():
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
+    module = ManticoreSearchModule(net, V, OptimConfig(weight_decay=0.1), SearchConfig(arch_lr=0.07))
+    trainer = fit(module, steps=1)
+    weights, arch = trainer.optimizers
+    weight_ids = {id(p) for group in weights.param_groups for p in group["params"]}
+    assert [p for group in arch.param_groups for p in group["params"]] == [net.alphas]
+    assert arch.param_groups[0]["lr"] == 0.07 and arch.param_groups[0]["weight_decay"] == 0.0
+    assert weight_ids == {id(p) for p in net.parameters()} - {id(net.alphas)}
+
+
+def test_exponentiated_gradient_keeps_rows_on_the_simplex_and_descends():
+    alphas = torch.nn.Parameter(torch.tensor([[0.5, 0.5], [0.2, 0.8]]))
+    opt = ExponentiatedGradient([alphas], lr=0.5)
+    alphas.grad = torch.tensor([[1.0, -1.0], [0.0, 0.0]])
+    opt.step()
+    torch.testing.assert_close(alphas.sum(-1), torch.ones(2))
+    expected = torch.tensor([0.5 * torch.e ** -0.5, 0.5 * torch.e ** 0.5])
+    torch.testing.assert_close(alphas[0], expected / expected.sum())
+    torch.testing.assert_close(alphas[1], torch.tensor([0.2, 0.8]))
+
+
+def test_rewind_restores_the_exact_pre_search_weights_and_keeps_the_alphas():
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
+    before = snapshot(net)
+    fit(ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0), SearchConfig(update="simultaneous")), steps=4)
+    searched = net.alphas.detach().clone()
+    assert not torch.equal(searched, torch.zeros_like(searched))
+    rewind(net, before)
+    after = net.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert torch.equal(net.alphas, searched)
+    freeze_alphas(net)
+    assert net.alphas.requires_grad is False
+
+
+def test_search_on_fixed_alphas_is_refused():
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=1, vocab_size=V, alpha_mode="fixed"))
+    with pytest.raises(ConfigError, match="mixture weights are fixed"):
+        ManticoreSearchModule(net, V)
