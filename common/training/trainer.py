@@ -22,7 +22,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from common.config import bounded
 from common.io import write_json
-from common.training.callbacks import NonFiniteLossGuard, WallClockBudget
+from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +105,14 @@ def fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDa
     trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
     if trainer.is_global_zero:
         write_json(state_path, {"config": run_config, "complete": True, "global_step": trainer.global_step})
+
+
+def train(module: L.LightningModule, datamodule: L.LightningDataModule, cfg: TrainerConfig, run_dir: str | Path,
+          run_config: dict, metrics_path: str | Path | None = None, extra: dict | None = None) -> MetricsJSON:
+    """Build a trainer with a `MetricsJSON` (written to `metrics_path`, default run_dir/metrics.json),
+    `fit` with resume, and return the metrics callback, whose `history` holds the curves."""
+    run_dir = Path(run_dir)
+    metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=extra)
+    trainer = build_trainer(cfg, run_dir, callbacks=[metrics])
+    fit(trainer, module, datamodule, run_dir, run_config)
+    return metrics

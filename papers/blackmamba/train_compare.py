@@ -36,10 +36,9 @@ from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig, save_language_model
 from common.stages import load_stage, stage_parser
-from common.training.callbacks import MetricsJSON
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, train
 from papers.blackmamba.model import BlackMambaConfig, lm_config
 
 log = logging.getLogger("train_compare")
@@ -126,10 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
         datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
                                     seed=cfg.seed)
-        run_dir = args.run_dir / name
-        metrics = MetricsJSON(run_dir / "metrics.json")
-        trainer = build_trainer(cfg.trainer, run_dir, callbacks=[metrics])
-        fit(trainer, module, datamodule, run_dir, run_config={
+        metrics = train(module, datamodule, cfg.trainer, args.run_dir / name, run_config={
             "profile": profile, "model": asdict(lm_cfg), "seed": cfg.seed, "data": asdict(cfg.data),
             "optim": asdict(cfg.optim), "trainer": asdict(cfg.trainer)})
         flops_per_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_step
@@ -138,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat, "params": count.params,
             "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token,
             "final_val_loss": next(r["val/loss"] for r in reversed(history) if "val/loss" in r),
-            "train_seconds": history[-1]["elapsed_s"], "steps": trainer.global_step, "history": history,
+            "train_seconds": history[-1]["elapsed_s"], "steps": history[-1]["step"], "history": history,
         }
         save_language_model(net, args.models_out / name)
 

@@ -87,12 +87,13 @@ class Manticore(nn.Module):
 
     # --- mixture weights ---------------------------------------------------------------------------
 
-    def mixture_weights(self) -> torch.Tensor:
-        """alpha^(i) for every block, `[L, M]`, each row on the simplex."""
+    def mixture_weights(self, sample: bool = True) -> torch.Tensor:
+        """alpha^(i) for every block, `[L, M]`, each row on the simplex. In training, DASH's Gumbel
+        mode draws a sample unless `sample=False`."""
         mode = self.cfg.alpha_mode
         if mode in ("simplex", "fixed"):
             return self.alphas
-        if mode == "gumbel" and self.training:
+        if mode == "gumbel" and self.training and sample:
             return F.gumbel_softmax(self.alphas, tau=self.cfg.gumbel_tau, hard=False, dim=-1)
         return self.alphas.softmax(dim=-1)
 

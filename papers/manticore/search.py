@@ -92,10 +92,10 @@ class ManticoreSearchModule(CausalLMModule):
             # `max_steps` meaning batches in both modes, so the second step of a simultaneous
             # update goes to the wrapped optimizer directly.
             (arch_opt.optimizer if update_weights else arch_opt).step()
-        alphas = self.net.mixture_weights().detach()
-        for i, row in enumerate(alphas):
+        # The softmax (or simplex) weights, not a Gumbel sample: the search trajectory.
+        for i, row in enumerate(self.net.mixture_weights(sample=False).detach()):
             for m, value in enumerate(row):
-                self.log(f"alpha/{i}/{m}", value)
+                self.log(f"train/alpha_{i}_{m}", value)
         return loss
 
 

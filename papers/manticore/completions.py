@@ -1,0 +1,115 @@
+"""Stage `completions`: the "completions" data set, built the way the paper built PTB completions.
+
+For every held-out text (validation stories at `tiny`, Penn Treebank at `paper`), the prompt is its
+first `prompt_words` words. The Mamba component completes it greedily and the GPT-Neo component
+by sampling (top-k 50, temperature 1, a seed per prompt), each with `max_new_tokens` new tokens.
+Both completions become rows, tagged with the model that wrote them (`slice`), and the rows are
+split train/validation at random. A hybrid trained on this mixture has reason to use both
+components, which is what the mixture-weight experiments need.
+
+Unlike the official code, the text is tokenized as text: its PTB/completions pipeline joined the
+characters of each string with spaces before tokenizing (see the README).
+
+Writes `<out>/text` (DatasetDict: text, slice) and `<out>/tokenized` (one completion per row,
+padded to `n_ctx`, with a manifest), and a small JSON of counts and samples.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+import torch
+
+from common.config import bounded
+from common.data.hub import load_hub_text
+from common.data.manifest import write_manifest
+from common.data.tokenized import tokenize_padded
+from common.data.tokenizer import load_tokenizer
+from common.errors import ConfigError, exit_on_user_error
+from common.io import atomic_dir, write_json
+from common.models.lm import LanguageModel, load_language_model
+from common.stages import load_stage, stage_parser
+
+log = logging.getLogger("completions")
+
+
+@dataclass
+class CompletionsConfig:
+    source: str = "stories"  # or "ptb" (paper)
+    seed: int = 0
+    n_prompts: int = bounded(1000, ge=2)
+    prompt_words: int = bounded(4, ge=1)
+    max_new_tokens: int = bounded(30, ge=1)
+    top_k: int = bounded(50, ge=1)
+    validation_fraction: float = bounded(0.3, gt=0, le=0.9)
+    n_ctx: int = bounded(64, ge=8)
+    greedy: str = "mamba"  # the component that completes greedily; every other one samples
+    threads: int = bounded(2, ge=1)
+
+    def check(self) -> None:
+        if self.source not in ("stories", "ptb"):
+            raise ConfigError(f"source: 'stories' or 'ptb', got {self.source!r}")
+
+
+def prompts(cfg: CompletionsConfig, stories: Path) -> list[str]:
+    if cfg.source == "ptb":
+        texts = load_hub_text("ptb", "validation")["text"]
+    else:
+        texts = datasets.load_from_disk(str(stories))["validation"]["text"]
+    out = [" ".join(t.split()[:cfg.prompt_words]) for t in texts if len(t.split()) >= cfg.prompt_words]
+    return out[:cfg.n_prompts]
+
+
+@torch.no_grad()
+def complete(model: LanguageModel, tokenizer, prompt: str, cfg: CompletionsConfig, greedy: bool, seed: int) -> str:
+    ids = torch.tensor([[tokenizer.eos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)])
+    out = model.generate(ids, max_new_tokens=cfg.max_new_tokens, do_sample=not greedy, top_k=cfg.top_k, seed=seed)
+    new = out[0, ids.shape[1]:].tolist()
+    if tokenizer.eos_token_id in new:
+        new = new[:new.index(tokenizer.eos_token_id)]
+    return prompt + tokenizer.decode(new)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
+    parser.add_argument("--out", type=Path, default=Path("data/manticore/completions"))
+    parser.add_argument("--summary", type=Path, default=Path("papers/manticore/results/completions.json"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
+    torch.set_num_threads(cfg.threads)
+    tokenizer = load_tokenizer(args.tokenizer)
+    models = {p.name: load_language_model(p) for p in sorted(args.components.iterdir()) if (p / "config.json").is_file()}
+    if cfg.greedy not in models:
+        raise ConfigError(f"greedy: {cfg.greedy!r} is not a component; have {', '.join(models)}")
+
+    rows = []
+    for i, prompt in enumerate(prompts(cfg, args.stories)):
+        for name, model in models.items():
+            rows.append({"text": complete(model, tokenizer, prompt, cfg, greedy=name == cfg.greedy, seed=cfg.seed + i),
+                         "slice": name})
+    random.Random(cfg.seed).shuffle(rows)
+    n_val = int(len(rows) * cfg.validation_fraction)
+    text = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[n_val:]),
+                                 "validation": datasets.Dataset.from_list(rows[:n_val])})
+    with atomic_dir(args.out) as tmp:
+        text.save_to_disk(str(tmp / "text"))
+        tokenized = datasets.DatasetDict({split: tokenize_padded(ds.select_columns(["text"]), tokenizer, cfg.n_ctx)
+                                          for split, ds in text.items()})
+        tokenized.save_to_disk(str(tmp / "tokenized"))
+        write_manifest(tmp / "tokenized", stage="completions", params={"profile": profile, **asdict(cfg)},
+                       counts={split: len(ds) for split, ds in tokenized.items()}, seed=cfg.seed)
+    samples = {name: [r["text"] for r in rows if r["slice"] == name][:3] for name in models}
+    write_json(args.summary, {"profile": profile, "rows": {s: len(d) for s, d in text.items()}, "samples": samples})
+    log.info("wrote %s: %s rows", args.out, {s: len(d) for s, d in text.items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Stage `components`: the two pretrained models a Manticore hybrid starts from.
+
+`tiny` / `smoke`: a GPT-Neo-style transformer (learned positions, GPT-Neo attention, GELU MLP,
+LayerNorm) and a Mamba, both `LanguageModel`s from the block library, pretrained by this stage on
+the packed story tokens. `paper`: EleutherAI/gpt-neo-125m and state-spaces/mamba-130m-hf from the
+Hugging Face Hub, converted to `LanguageModel`s (their weights load into our blocks exactly).
+
+Each component is written with `save_language_model` to `<out>/<name>/`, with its training
+curve, so later stages never depend on where a component came from.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+
+from common.config import bounded, from_dict
+from common.data.datamodule import TextDataModule
+from common.data.tokenized import load_tokenized
+from common.data.tokenizer import load_tokenizer
+from common.errors import HubUnavailable, exit_on_user_error
+from common.io import write_json
+from common.models.lm import LanguageModel, LMConfig, save_language_model
+from common.stages import load_stage, stage_parser
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig
+from common.training.trainer import TrainerConfig, train
+
+log = logging.getLogger("components")
+
+
+@dataclass
+class DataSpec:
+    batch_size: int = bounded(16, ge=1)
+    num_workers: int = bounded(0, ge=0)
+
+
+@dataclass
+class ComponentsConfig:
+    source: Literal["pretrain", "hub"] = "pretrain"
+    seed: int = 0
+    # source=pretrain: LanguageModel configs without vocab_size/n_ctx (taken from the data)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # source=hub: name -> Hugging Face repository id
+    hub: dict[str, str] = field(default_factory=dict)
+    data: DataSpec = field(default_factory=DataSpec)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def from_hub(name: str, repo: str) -> LanguageModel:
+    from common.models.hf import language_model_from_hf
+    from common.models.mamba import mamba_lm_from_hf
+
+    try:
+        return mamba_lm_from_hf(repo) if "mamba" in name else language_model_from_hf(repo)
+    except OSError as err:
+        raise HubUnavailable(f"components.hub.{name}: cannot load {repo!r} from the Hugging Face Hub ({err}); "
+                             f"use the tiny profile offline") from None
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/components_runs"))
+    parser.add_argument("--out", type=Path, default=Path("data/manticore/components"))
+    parser.add_argument("--metrics", type=Path, default=Path("papers/manticore/results/components.json"))
+    args = parser.parse_args(argv)
+    cfg, profile, _ = load_stage(args.params, "components", ComponentsConfig)
+
+    results = {}
+    if cfg.source == "hub":
+        for name, repo in cfg.hub.items():
+            model = from_hub(name, repo)
+            save_language_model(model, args.out / name)
+            results[name] = {"source": repo, "params": sum(p.numel() for p in model.parameters())}
+    else:
+        vocab_size = len(load_tokenizer(args.tokenizer))
+        n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
+        for name, raw in cfg.models.items():
+            lm_cfg = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
+                               where=f"components.models.{name}")
+            L.seed_everything(cfg.seed, workers=True, verbose=False)
+            net = LanguageModel(lm_cfg)
+            module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
+            datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
+                                        seed=cfg.seed)
+            metrics = train(module, datamodule, cfg.trainer, args.run_dir / name, run_config={
+                "profile": profile, "model": asdict(lm_cfg), "seed": cfg.seed, "data": asdict(cfg.data),
+                "optim": asdict(cfg.optim), "trainer": asdict(cfg.trainer)})
+            save_language_model(net, args.out / name)
+            val = [r for r in metrics.history if "val/loss" in r]
+            results[name] = {"source": "pretrained here", "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat,
+                             "d_model": lm_cfg.d_model, "params": sum(p.numel() for p in net.parameters()),
+                             "final_val_loss": val[-1]["val/loss"], "history": val}
+    write_json(args.metrics, {"profile": profile, "components": results})
+    log.info("wrote %s", args.metrics)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""The Manticore pipeline: `dvc repro papers/manticore/dvc.yaml` at the smoke profile, for real."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.test_dvc import _run, copy_checkout
+
+RESULTS = "papers/manticore/results"
+
+
+@pytest.fixture(scope="module")
+def repro(tmp_path_factory):
+    repo = copy_checkout(tmp_path_factory.mktemp("mc"), profile="smoke")
+    return repo, _run([sys.executable, "-m", "dvc", "repro", "papers/manticore/dvc.yaml"], repo)
+
+
+def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
+    repo, result = repro
+    for stage in ("components", "completions", "nl_experiments"):
+        assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
+    nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
+    assert [s["alphas"][0][1] for s in nl["sweep"]] == [0.0, 0.5, 1.0]
+    assert set(nl["searched"]) == {"darts_alternating"}
+    assert set(nl["summary"]["component_alone"]) == {"gpt_neo", "mamba"}
+    assert (repo / RESULTS / "nl_landscape.png").stat().st_size > 1000
+    completions = json.loads((repo / RESULTS / "completions.json").read_text())
+    assert sum(completions["rows"].values()) == 2 * 12
