@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 from huggingface_hub import constants as hub_constants
+from PIL import Image
 
 from common.data import hub
 from common.data.hub import HUB_SOURCES, load_hub_text
@@ -333,3 +335,81 @@ def test_script_only_hub_copy_is_a_one_line_data_error(tmp_path, monkeypatch):
         load_hub_text("ptb", "train", cache_dir=str(tmp_path))
     message = assert_one_line(err)
     assert "ptb_text_only (config penn_treebank)" in message and "data_files" in message
+
+
+# --- LRA classification sources: byte-level IMDb and grayscale CIFAR-10 ---------------------------
+
+IMDB_FEATURES = datasets.Features({"text": datasets.Value("string"),
+                                   "label": datasets.ClassLabel(names=["neg", "pos"])})
+CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+CIFAR_FEATURES = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=CIFAR_NAMES)})
+
+
+def write_imdb(path: Path, texts: list[str], labels: list[int]) -> str:
+    datasets.Dataset.from_dict({"text": texts, "label": labels}, features=IMDB_FEATURES).to_parquet(path)
+    return str(path)
+
+
+def write_cifar(path: Path, pixels, labels: list[int]) -> str:
+    images = [Image.fromarray(p) for p in pixels]
+    datasets.Dataset.from_dict({"img": images, "label": labels}, features=CIFAR_FEATURES).to_parquet(path)
+    return str(path)
+
+
+def test_classification_registry():
+    assert set(hub.HUB_CLASSIFICATION_SOURCES) == {"imdb", "cifar10"}
+    imdb, cifar = hub.HUB_CLASSIFICATION_SOURCES["imdb"], hub.HUB_CLASSIFICATION_SOURCES["cifar10"]
+    assert (imdb.path, imdb.vocab_size, imdb.num_classes) == ("stanfordnlp/imdb", 129, 2)
+    assert (cifar.path, cifar.vocab_size, cifar.num_classes, cifar.max_len) == ("uoft-cs/cifar10", 256, 10, 1024)
+
+
+def test_imdb_is_bytes_shifted_by_one(tmp_path):
+    texts = ["Great film!<br />10/10", "Café crème: meh \U0001F610", ""]
+    path = write_imdb(tmp_path / "imdb.parquet", texts, [1, 0, 0])
+    ds = hub.load_hub_classification("imdb", "test", data_files={"test": path}, cache_dir=str(tmp_path / "c"))
+    assert ds.column_names == ["input_ids", "label"] and ds["label"] == [1, 0, 0]
+    # Independent: ASCII code + 1 per character; any non-ASCII character becomes '?' (63 + 1).
+    expected = [[ord(c) + 1 if ord(c) < 128 else ord("?") + 1 for c in t] for t in texts]
+    assert ds["input_ids"] == expected
+    assert all(0 < i < 129 for row in ds["input_ids"] for i in row)
+    short = hub.load_hub_classification("imdb", "test", data_files={"test": path}, max_len=5, limit=1,
+                                        cache_dir=str(tmp_path / "c"))
+    assert short["input_ids"] == [expected[0][:5]]
+
+
+def test_cifar_is_grayscale_pixels_row_by_row(tmp_path):
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8)
+    path = write_cifar(tmp_path / "cifar.parquet", pixels, [3, 9, 0])
+    ds = hub.load_hub_classification("cifar10", "train", data_files=path, cache_dir=str(tmp_path / "c"))
+    assert ds["label"] == [3, 9, 0]
+    ids = np.asarray(ds["input_ids"])
+    assert ids.shape == (3, 1024)
+    # ITU-R 601-2 luma in floating point; PIL's fixed-point rounding may differ by one level.
+    luma = pixels.astype(float) @ np.array([0.299, 0.587, 0.114])
+    assert np.abs(ids - luma.reshape(3, 1024)).max() <= 1.0
+    assert ids[0, 33] == pytest.approx(luma[0, 1, 1], abs=1)  # row-major: index 33 = row 1, column 1
+
+
+def test_classification_wrong_schema_and_bad_split(tmp_path):
+    path = write(tmp_path / "plain.parquet", {"text": ["no label column"]})
+    with pytest.raises(DataError) as err:
+        hub.load_hub_classification("imdb", "train", data_files=path, cache_dir=str(tmp_path / "c"))
+    assert "label" in assert_one_line(err)
+    with pytest.raises(DataError) as err:
+        hub.load_hub_classification("imdb", "unsupervised")
+    assert "train, test" in assert_one_line(err)
+    with pytest.raises(DataError) as err:
+        hub.load_hub_classification("mnist", "train")
+    assert "imdb, cifar10" in assert_one_line(err)
+
+
+@pytest.mark.parametrize("name, where", [("imdb", "stanfordnlp/imdb"), ("cifar10", "uoft-cs/cifar10")])
+def test_classification_offline_fails_fast_in_one_line(tmp_path, monkeypatch, name, where):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(HubUnavailable) as err:
+        hub.load_hub_classification(name, "train", cache_dir=str(tmp_path))
+    assert time.monotonic() - start < FAST_S
+    message = assert_one_line(err)
+    assert where in message and "profile 'tiny'" in message

@@ -33,6 +33,18 @@ column, `text`; all Hub columns are dropped by the normalising `map`. The source
 Offline use: pass `data_files=` (parquet, json/jsonl or csv in the same schema as the Hub) and the
 very same normalisation runs on local files. Without network, a Hub load fails within seconds
 with `HubUnavailable`, pointing at the `tiny` profile, which needs no network.
+
+Long Range Arena's two Hub tasks load with `load_hub_classification`, which returns the columns
+`input_ids` (list of ints) and `label` (int) instead of `text`:
+
+- `imdb`: `stanfordnlp/imdb`, config `plain_text`. Columns: text, label (0 neg, 1 pos). Splits:
+  train, test (the Hub's `unsupervised` split has no labels and is not offered). Byte-level:
+  the text is encoded as ASCII with every non-ASCII character replaced by `?`, byte b becomes
+  id b + 1, so id 0 is free for padding: vocabulary 129 (pad + 128 bytes). Truncated to `max_len`
+  bytes (default 2048, the length Manticore's LRA copy uses for IMDb).
+- `cifar10`: `uoft-cs/cifar10`, config `plain_text`. Columns: img (32x32 RGB image), label (0-9).
+  Splits: train, test. Grayscale by PIL's `convert("L")` (ITU-R 601-2 luma,
+  L = (299 R + 587 G + 114 B) / 1000), then flattened row by row: 1024 ids, vocabulary 256.
 """
 
 from __future__ import annotations
@@ -121,6 +133,74 @@ HUB_SOURCES: dict[str, HubSource] = {
 }
 
 
+@dataclass(frozen=True)
+class HubClassificationSource:
+    name: str
+    path: str
+    config: str | None
+    splits: tuple[str, ...]
+    encode: Callable[[Batch, int], list[list[int]]]  # a batch in the Hub schema, max_len -> ids
+    columns: tuple[str, ...]
+    vocab_size: int
+    num_classes: int
+    max_len: int                      # default `max_len` (sequence length for images)
+    description: str
+
+
+def _imdb_bytes(batch: Batch, max_len: int) -> list[list[int]]:
+    return [[b + 1 for b in _str(text).encode("ascii", errors="replace")[:max_len]] for text in batch["text"]]
+
+
+def _cifar_pixels(batch: Batch, max_len: int) -> list[list[int]]:
+    return [list(img.convert("L").tobytes())[:max_len] for img in batch["img"]]
+
+
+HUB_CLASSIFICATION_SOURCES: dict[str, HubClassificationSource] = {
+    source.name: source
+    for source in (
+        HubClassificationSource("imdb", "stanfordnlp/imdb", "plain_text", ("train", "test"), _imdb_bytes,
+                                ("text", "label"), vocab_size=129, num_classes=2, max_len=2048,
+                                description="movie reviews, sentiment; byte-level (LRA text classification)"),
+        HubClassificationSource("cifar10", "uoft-cs/cifar10", "plain_text", ("train", "test"), _cifar_pixels,
+                                ("img", "label"), vocab_size=256, num_classes=10, max_len=1024,
+                                description="32x32 images as grayscale pixel sequences (LRA image)"),
+    )
+}
+
+
+def load_hub_classification(name: str, split: str, *, data_files: str | list[str] | dict | None = None,
+                            cache_dir: str | None = None, limit: int | None = None,
+                            max_len: int | None = None) -> datasets.Dataset:
+    """Split `split` of LRA Hub task `name` as columns `input_ids` (ints in [0, vocab)) and `label`.
+
+    `data_files` and `limit` work as in `load_hub_text`; `max_len` truncates (default: the source's)."""
+    source = HUB_CLASSIFICATION_SOURCES.get(name)
+    if source is None:
+        raise DataError(f"unknown Hub classification source {name!r}; "
+                        f"allowed: {', '.join(HUB_CLASSIFICATION_SOURCES)}")
+    if split not in source.splits:
+        raise DataError(f"{name}: unknown split {split!r}; allowed: {', '.join(source.splits)}")
+    if limit is not None and limit < 0:
+        raise DataError(f"{name}: limit must be >= 0, got {limit}")
+    max_len = source.max_len if max_len is None else max_len
+    if max_len < 1:
+        raise DataError(f"{name}: max_len must be >= 1, got {max_len}")
+    if data_files is None:
+        ds = _load_from_hub(source, split, streaming=False, cache_dir=cache_dir)
+    else:
+        ds = _load_local(source, split, data_files, streaming=False, cache_dir=cache_dir)
+    if limit is not None:
+        ds = _first_rows(ds, limit)
+    missing = [c for c in source.columns if c not in ds.column_names]
+    if missing:
+        raise DataError(f"{name}: data lacks column(s) {', '.join(missing)} of the Hub schema; "
+                        f"it has: {', '.join(ds.column_names)}")
+    features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
+                                  "label": datasets.Value("int64")})
+    return ds.map(lambda batch: {"input_ids": source.encode(batch, max_len), "label": batch["label"]},
+                  batched=True, remove_columns=ds.column_names, features=features)
+
+
 def load_hub_text(name: str, split: str, *, data_files: str | list[str] | dict | None = None,
                   streaming: bool = False, cache_dir: str | None = None, limit: int | None = None,
                   validation_rows: int = FINEWEB_VALIDATION_ROWS) -> datasets.Dataset | datasets.IterableDataset:
@@ -159,7 +239,8 @@ def load_hub_text(name: str, split: str, *, data_files: str | list[str] | dict |
     return _normalise(source, ds)
 
 
-def _load_from_hub(source: HubSource, split: str, *, streaming: bool, cache_dir: str | None):
+def _load_from_hub(source: HubSource | HubClassificationSource, split: str, *, streaming: bool,
+                   cache_dir: str | None):
     where = source.path + (f" (config {source.config})" if source.config else "")
     # huggingface_hub retries an unreachable Hub with back-off: ~23 s when DNS fails at once, and
     # minutes when packets are silently dropped (60 s timeout per try). So decide up front: if
@@ -227,7 +308,8 @@ _BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "
 _COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 
-def _load_local(source: HubSource, split: str, data_files, *, streaming: bool, cache_dir: str | None):
+def _load_local(source: HubSource | HubClassificationSource, split: str, data_files, *, streaming: bool,
+                cache_dir: str | None):
     files = data_files if isinstance(data_files, dict) else {split: data_files}
     if split not in files:
         raise DataError(f"{source.name}: data_files has no {split!r} entry; it has: {', '.join(map(str, files))}")
@@ -247,7 +329,7 @@ def _load_local(source: HubSource, split: str, data_files, *, streaming: bool, c
         raise DataError(f"{', '.join(patterns)}: cannot read as {builder} for {source.name}: {cause}") from None
 
 
-def _builder_for(source: HubSource, patterns: list[str]) -> str:
+def _builder_for(source: HubSource | HubClassificationSource, patterns: list[str]) -> str:
     builders = set()
     for pattern in patterns:
         stem = pattern.lower()

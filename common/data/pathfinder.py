@@ -29,7 +29,9 @@ Construction
 - Ink is 255 on a 0 background with a one-pixel linear anti-aliased edge; marks are 255 discs.
   Images are uint8; ``sequences`` is the row-major flattening (vocabulary 256, length N * N).
 - Coordinates are (x, y) = (column, row) in pixels, pixel centres at integers.
-- Deterministic from ``seed``.
+- Deterministic from ``seed`` and ``n``: images grow in lockstep, in chunks of 2048, from one
+  random stream (one step of every unfinished path per round, so a round is a few array
+  operations), which means the first k of n images differ from the k images of a run with n = k.
 
 Not reproduced from the original: its exact paddle rendering, contrast jitter, the
 ``continuity``/``paddle_margin`` parameterisation, and its PNG + text metadata file layout.
@@ -44,6 +46,7 @@ import numpy as np
 DIFFICULTY = {"easy": 6, "intermediate": 9, "hard": 14}  # paddles per path (curv_baseline / _9 / _14)
 SIZES = (32, 64, 128)
 INK = 255
+LOCKSTEP_CHUNK = 2048  # images grown together
 
 
 def geometry(size: int) -> dict:
@@ -65,73 +68,126 @@ def _segment_points(p0: np.ndarray, p1: np.ndarray, n: int) -> np.ndarray:
 
 
 class _Forbidden:
-    """Boolean 128 x 128 grid over the canvas marking points closer than `clearance` to a placed path."""
+    """Per image, a boolean 128 x 128 grid over the canvas marking points closer than `clearance`
+    to a placed path. All images share one flat array, each grid framed by a k-cell border so a
+    disk stamped near the edge needs no clipping; lookups and stamps are single flat gathers."""
 
     CELLS = 128
 
-    def __init__(self, size: int, clearance: float):
+    def __init__(self, n_images: int, size: int, clearance: float):
         self.GRID = self.CELLS / size  # cells per pixel: 4 at N = 32, 1 at N = 128
-        self.n = self.CELLS
-        self.mask = np.zeros((self.n, self.n), dtype=bool)
         r = clearance * self.GRID
-        k = int(math.ceil(r))
+        self.k = k = int(math.ceil(r))
+        self.side = side = self.CELLS + 2 * k
         dy, dx = np.mgrid[-k:k + 1, -k:k + 1]
-        keep = dx ** 2 + dy ** 2 < r ** 2
-        self.offsets = np.stack([dx[keep], dy[keep]], 1)
+        self.disk = (dy * side + dx)[dx ** 2 + dy ** 2 < r ** 2]  # flat offsets of the stamp
+        self.flat = np.zeros(n_images * side * side, dtype=bool)
 
-    def _cells(self, points: np.ndarray) -> np.ndarray:
-        # callers pass points inside the canvas, so the cells are in range
-        return np.rint(points * self.GRID).astype(np.int64)
+    def _index(self, images: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Flat index of the cell holding pixel point (x, y); points outside the canvas are clipped."""
+        cx = np.clip(np.rint(x * self.GRID).astype(np.int64), 0, self.CELLS - 1)
+        cy = np.clip(np.rint(y * self.GRID).astype(np.int64), 0, self.CELLS - 1)
+        return images * (self.side * self.side) + (cy + self.k) * self.side + (cx + self.k)
 
-    def add(self, points: np.ndarray) -> None:
-        cells = (self._cells(points)[:, None, :] + self.offsets[None]).reshape(-1, 2)
-        cells = cells[((cells >= 0) & (cells < self.n)).all(1)]
-        self.mask[cells[:, 1], cells[:, 0]] = True
+    def add(self, image: int, points: np.ndarray) -> None:
+        base = self._index(np.int64(image), points[:, 0], points[:, 1])
+        self.flat[(base[:, None] + self.disk[None]).ravel()] = True
 
-    def hits(self, points: np.ndarray) -> np.ndarray:
-        """True where a point (any shape [..., 2]) lies in the forbidden zone."""
-        cells = self._cells(points)
-        return self.mask[cells[..., 1], cells[..., 0]]
+    def clear(self, image: int) -> None:
+        self.flat[image * self.side * self.side:(image + 1) * self.side * self.side] = False
+
+    def hits(self, images: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Points (x, y) of shape [len(images), ...] -> True where in that image's forbidden zone."""
+        index = images.reshape(images.shape + (1,) * (x.ndim - 1))
+        return self.flat[self._index(index, x, y)]
 
 
-def _grow_path(rng, n_steps, size, geo, forbidden, max_turn, n_candidates=12, attempts=20,
-               backtracks=20):
-    """Polyline [n_steps + 1, 2] that stays out of `forbidden` (other paths), or None.
+def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, attempts=20, backtracks=20,
+                max_image_tries=200) -> list[list[np.ndarray]]:
+    """For each of `n_images` images, polylines [lengths[j] + 1, 2] that keep clear of each other.
 
-    Grows step by step from a random start (initial heading aimed within 90 degrees of the canvas
-    centre); when no candidate heading fits, the last 3 steps are undone and regrown, at most
-    `backtracks` times per start."""
+    The images grow in lockstep, one step of every unfinished image per round, so each round is
+    a few array operations (the per-image loop in Python was the generator's cost). Per image and
+    path: start at a random point (a start in the forbidden zone costs an attempt), aim within 90
+    degrees of the canvas centre, then per step draw `n_candidates` headings within `max_turn` of
+    the last and take the first whose step stays inside the margins and out of the forbidden zone
+    (checked at points every 0.5 * N / 32 px along the step). When none fits, undo the last 3 steps
+    (at most `backtracks` times per attempt); after `attempts` failed attempts the whole image
+    starts over, at most `max_image_tries` times. A finished path joins the forbidden zone.
+    """
     step, margin = geo["step"], geo["margin"]
     n_sub = max(1, math.ceil(step / (0.5 * size / 32)))
-    t = np.linspace(0.0, 1.0, n_sub + 1)[:, None]
+    fractions = np.linspace(0.0, 1.0, n_sub + 1)
     lo, hi = margin, size - 1 - margin
-    centre = np.full(2, (size - 1) / 2)
-    for _ in range(attempts):
-        start = rng.uniform(lo, hi, size=2)
-        if forbidden.hits(start):
-            continue
-        to_centre = math.atan2(*(centre - start)[::-1])
-        points, headings = [start], [to_centre + rng.uniform(-np.pi / 2, np.pi / 2)]
-        budget = backtracks
-        while len(points) <= n_steps:
-            cand = headings[-1] + rng.uniform(-max_turn, max_turn, size=n_candidates)
-            ends = points[-1] + step * np.stack([np.cos(cand), np.sin(cand)], 1)
-            good = np.flatnonzero(((ends >= lo) & (ends <= hi)).all(1))
-            if len(good):
-                samples = points[-1] + t * (ends[good, None, :] - points[-1])  # [k, n_sub + 1, 2]
-                good = good[~forbidden.hits(samples).any(1)]
-            if len(good):
-                points.append(ends[good[0]])
-                headings.append(cand[good[0]])
-                continue
-            if budget == 0:
-                break
-            budget -= 1
-            keep = max(1, len(points) - 3)
-            del points[keep:], headings[keep:]
-        if len(points) == n_steps + 1:
-            return np.asarray(points)
-    return None
+    centre = (size - 1) / 2
+    lengths = np.asarray(lengths)
+    longest = int(lengths.max()) + 1
+
+    forbidden = _Forbidden(n_images, size, geo["clearance"])
+    paths: list[list[np.ndarray]] = [[] for _ in range(n_images)]
+    path_idx = np.zeros(n_images, dtype=np.int64)  # path being grown
+    points = np.zeros((n_images, longest, 2))
+    headings = np.zeros((n_images, longest))
+    n_points = np.zeros(n_images, dtype=np.int64)  # 0: needs a start
+    attempt = np.zeros(n_images, dtype=np.int64)
+    budget = np.zeros(n_images, dtype=np.int64)
+    image_tries = np.zeros(n_images, dtype=np.int64)
+    active = np.ones(n_images, dtype=bool)
+
+    while active.any():
+        # New starts.
+        s = np.flatnonzero(active & (n_points == 0))
+        if len(s):
+            start = rng.uniform(lo, hi, size=(len(s), 2))
+            turn = rng.uniform(-np.pi / 2, np.pi / 2, size=len(s))
+            blocked = forbidden.hits(s, start[:, 0], start[:, 1])
+            attempt[s[blocked]] += 1
+            s, start, turn = s[~blocked], start[~blocked], turn[~blocked]
+            points[s, 0] = start
+            headings[s, 0] = np.arctan2(centre - start[:, 1], centre - start[:, 0]) + turn
+            n_points[s], budget[s] = 1, backtracks
+
+        # One step for every growing path: the first candidate heading that fits.
+        g = np.flatnonzero(active & (n_points > 0))
+        if len(g):
+            last = n_points[g] - 1
+            heading = headings[g, last][:, None] + rng.uniform(-max_turn, max_turn, size=(len(g), n_candidates))
+            dx, dy = step * np.cos(heading), step * np.sin(heading)  # [g, cand]
+            x, y = points[g, last, 0][:, None], points[g, last, 1][:, None]
+            ends = np.stack([x + dx, y + dy], -1)
+            fits = ((ends >= lo) & (ends <= hi)).all(-1)
+            sx = x[..., None] + fractions * dx[..., None]  # [g, cand, sub]
+            sy = y[..., None] + fractions * dy[..., None]
+            fits &= ~forbidden.hits(g, sx, sy).any(-1)
+            ok = fits.any(1)
+            first = fits.argmax(1)
+            grow, rows = g[ok], np.flatnonzero(ok)
+            points[grow, n_points[grow]] = ends[rows, first[rows]]
+            headings[grow, n_points[grow]] = heading[rows, first[rows]]
+            n_points[grow] += 1
+            stuck = g[~ok]
+            spent = stuck[budget[stuck] == 0]
+            attempt[spent], n_points[spent] = attempt[spent] + 1, 0
+            retry = stuck[budget[stuck] > 0]
+            budget[retry] -= 1
+            n_points[retry] = np.maximum(1, n_points[retry] - 3)
+
+        # Images out of attempts start over; finished paths join the forbidden zone.
+        for i in np.flatnonzero(active & (attempt >= attempts)):
+            image_tries[i] += 1
+            if image_tries[i] >= max_image_tries:
+                raise RuntimeError(f"could not place {len(lengths)} paths of lengths {lengths.tolist()} on a "
+                                   f"{size}x{size} canvas; lower path_length or n_distractors")
+            forbidden.clear(i)
+            paths[i], path_idx[i], attempt[i], n_points[i] = [], 0, 0, 0
+        for i in np.flatnonzero(active & (n_points == lengths[np.minimum(path_idx, len(lengths) - 1)] + 1)):
+            path = points[i, :n_points[i]].copy()
+            paths[i].append(path)
+            forbidden.add(i, path_samples(path, spacing=0.25 * size / 32))
+            path_idx[i] += 1
+            attempt[i], n_points[i] = 0, 0
+            active[i] = path_idx[i] < len(lengths)
+    return paths
 
 
 def path_samples(path: np.ndarray, spacing: float = 0.5) -> np.ndarray:
@@ -148,19 +204,38 @@ def path_samples(path: np.ndarray, spacing: float = 0.5) -> np.ndarray:
 
 def _render(size: int, paddles: np.ndarray, markers: np.ndarray, thickness: float,
             marker_radius: float) -> np.ndarray:
-    """uint8 [size, size]: paddles [k, 2, 2] (segment end points) and marker centres [m, 2]."""
-    ys, xs = np.mgrid[0:size, 0:size]
-    pix = np.stack([xs.ravel(), ys.ravel()], 1).astype(np.float64)  # [P, 2]
-    a, b = paddles[:, 0], paddles[:, 1]  # [k, 2]
-    ab = b - a
-    t = ((pix[:, None] - a[None]) * ab[None]).sum(-1) / np.maximum((ab ** 2).sum(-1), 1e-12)[None]
-    closest = a[None] + np.clip(t, 0, 1)[..., None] * ab[None]  # [P, k, 2]
-    d_paddle = np.sqrt(((pix[:, None] - closest) ** 2).sum(-1)).min(1)
-    d_marker = np.sqrt(((pix[:, None] - markers[None]) ** 2).sum(-1)).min(1)
-    # linear one-pixel edge: full ink inside the stroke/disc, fading to 0 one pixel further out
-    cover = np.maximum(np.clip(thickness / 2 + 0.5 - d_paddle, 0, 1),
-                       np.clip(marker_radius + 0.5 - d_marker, 0, 1))
-    return np.round(cover * INK).astype(np.uint8).reshape(size, size)
+    """uint8 [size, size]: paddles [k, 2, 2] (segment end points) and marker centres [m, 2].
+
+    Each shape only inks pixels within its reach (half its length plus the anti-aliased rim), so
+    coverage is computed on a small window around each shape and max-combined into the canvas."""
+    canvas = np.zeros(size * size)
+
+    def stamp(centres: np.ndarray, reach: float, distance) -> None:
+        r = int(math.ceil(reach + 0.5))  # + 0.5: windows are centred on the rounded centre pixel
+        oy, ox = np.mgrid[-r:r + 1, -r:r + 1]
+        base = np.rint(centres).astype(np.int64)
+        px = base[:, 0, None] + ox.ravel()[None]  # [shapes, window]
+        py = base[:, 1, None] + oy.ravel()[None]
+        cover = distance(px.astype(np.float64), py.astype(np.float64))
+        inside = (px >= 0) & (px < size) & (py >= 0) & (py < size)
+        np.maximum.at(canvas, (py * size + px)[inside], cover[inside])
+
+    def paddle_cover(px, py):
+        # linear one-pixel edge: full ink inside the stroke, fading to 0 one pixel further out
+        a, ab = paddles[:, 0, :, None], (paddles[:, 1] - paddles[:, 0])[:, :, None]
+        t = ((px - a[:, 0]) * ab[:, 0] + (py - a[:, 1]) * ab[:, 1]) / np.maximum((ab ** 2).sum(1), 1e-12)
+        t = np.clip(t, 0, 1)
+        d = np.sqrt((px - (a[:, 0] + t * ab[:, 0])) ** 2 + (py - (a[:, 1] + t * ab[:, 1])) ** 2)
+        return np.clip(thickness / 2 + 0.5 - d, 0, 1)
+
+    def marker_cover(px, py):
+        d = np.sqrt((px - markers[:, 0, None]) ** 2 + (py - markers[:, 1, None]) ** 2)
+        return np.clip(marker_radius + 0.5 - d, 0, 1)
+
+    half = np.linalg.norm(paddles[:, 1] - paddles[:, 0], axis=1).max() / 2
+    stamp(paddles.mean(1), half + thickness / 2 + 0.5, paddle_cover)
+    stamp(markers, marker_radius + 0.5, marker_cover)
+    return np.round(canvas * INK).astype(np.uint8).reshape(size, size)
 
 
 def _paddles(path: np.ndarray, paddle_len: float) -> np.ndarray:
@@ -203,20 +278,11 @@ def generate_pathfinder(n: int, seed: int, size: int = 32, path_length: int = DI
     images = np.zeros((n, size, size), dtype=np.uint8)
     labels = np.array([1 - i % 2 for i in range(n)], dtype=np.int64)
     out_paths, out_centres, out_ends, out_end_ids = [], [], [], []
-    for i in range(n):
-        for _ in range(max_image_tries):
-            paths, forbidden = [], _Forbidden(size, geo["clearance"])
-            for steps in lengths:
-                path = _grow_path(rng, steps, size, geo, forbidden, max_turn)
-                if path is None:
-                    break
-                paths.append(path)
-                forbidden.add(path_samples(path, spacing=0.25 * size / 32))
-            if len(paths) == len(lengths):
-                break
-        else:
-            raise RuntimeError(f"could not place {len(lengths)} paths of lengths {lengths} on a "
-                               f"{size}x{size} canvas; lower path_length or n_distractors")
+    all_paths = []
+    for start in range(0, n, LOCKSTEP_CHUNK):  # chunks bound the forbidden grids' memory (~20 kB per image)
+        all_paths += _grow_paths(rng, min(LOCKSTEP_CHUNK, n - start), lengths, size, geo, max_turn,
+                                 max_image_tries=max_image_tries)
+    for i, paths in enumerate(all_paths):
         end_ids = (0, 0) if labels[i] == 1 else (0, 1)
         ends = np.stack([paths[0][0], paths[end_ids[1]][-1]])
         paddles = np.concatenate([_paddles(p, geo["paddle_len"]) for p in paths])

@@ -5,52 +5,110 @@
 
 Scores are those MAD reports: per-position accuracy over scored test positions (what Manticore
 tabulates), the class-averaged accuracy mad-lab logs, and the test loss over scored positions.
+
+Compression is not next-token prediction: the whole sequence must be rebuilt from one vector.
+For it the config's blocks become the encoder of `MADAutoEncoder`, MAD's autoencoder: encode,
+keep the last position (the compression token, which has seen every input under causal mixing),
+add a sinusoidal embedding of each output position, decode with a two-layer MLP and unembed.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+import torch.nn.functional as F
+from torch import nn
 
-from common.data.mad import MADTaskConfig, accuracy, class_averaged_accuracy, generate, sequence_length
+from common.blocks.norms import build_norm
+from common.data.mad import IGNORE_INDEX, MADTaskConfig, accuracy, class_averaged_accuracy, sequence_length
+from common.data.task_datamodules import MADDataModule
 from common.models.lm import LanguageModel, LMConfig
-from common.training.modules import CausalLMModule, token_cross_entropy
+from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer
+from common.training.trainer import TrainerConfig, build_trainer, fit
 
 
-def _loader(inputs, targets, batch_size: int, shuffle: bool, seed: int) -> DataLoader:
-    data = TensorDataset(torch.as_tensor(inputs, dtype=torch.long), torch.as_tensor(targets, dtype=torch.long))
-    generator = torch.Generator().manual_seed(seed) if shuffle else None
-    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator,
-                      collate_fn=lambda rows: {"input_ids": torch.stack([r[0] for r in rows]),
-                                               "labels": torch.stack([r[1] for r in rows])})
+def lm_backbone(cfg: LMConfig) -> LanguageModel:
+    """`LanguageModel` without its vocabulary head: maps ids to final-normed hidden states [B, T, D]."""
+    model = LanguageModel(cfg)
+    model.head = nn.Identity()  # a tied head shares the embedding's weight, which stays
+    return model
+
+
+def sinusoidal_positions(n: int, d: int) -> torch.Tensor:
+    """[n, d]: sin on even channels, cos on odd, wavelengths 2*pi ... 10000*2*pi (Vaswani et al.)."""
+    position = torch.arange(n, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    out = torch.zeros(n, d)
+    out[:, 0::2] = torch.sin(position * freq)
+    out[:, 1::2] = torch.cos(position * freq[: d // 2])
+    return out
+
+
+class MADAutoEncoder(nn.Module):
+    """MAD's compression model around any block pattern; output logits [B, T, V] for every input position."""
+
+    def __init__(self, cfg: LMConfig, seq_len: int):
+        super().__init__()
+        d = cfg.d_model
+        self.encoder = lm_backbone(cfg)
+        self.register_buffer("positions", sinusoidal_positions(seq_len, d), persistent=False)
+        self.decoder = nn.Sequential(build_norm(cfg.norm, d, cfg.norm_eps), nn.Linear(d, d), nn.GELU(),
+                                     build_norm(cfg.norm, d, cfg.norm_eps), nn.Linear(d, d), nn.GELU())
+        self.unembed = nn.Linear(d, cfg.vocab_size)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        code = self.encoder(input_ids)[:, -1:]  # [B, 1, D]: the compression token's state
+        return self.unembed(self.decoder(code + self.positions[: input_ids.shape[1]]))
+
+    def aux_loss(self) -> torch.Tensor | None:
+        return self.encoder.aux_loss()
+
+
+def build_mad_model(lm: LMConfig, task: MADTaskConfig) -> nn.Module:
+    """The network for `task`: vocabulary and context set from the task; the autoencoder for compression."""
+    lm = replace(lm, vocab_size=task.vocab_size, n_ctx=max(lm.n_ctx, sequence_length(task)))
+    if task.task == "compression":
+        return MADAutoEncoder(lm, sequence_length(task))
+    return LanguageModel(lm)
+
+
+@torch.no_grad()
+def evaluate_mad(net: nn.Module, loader) -> dict[str, float]:
+    """MAD scores over every scored position of `loader` (batches of input_ids / labels, unshifted)."""
+    was_training = net.training
+    net.eval()
+    device = next(net.parameters()).device
+    preds, targets, loss_sum = [], [], 0.0
+    for batch in loader:
+        logits, labels = net(batch["input_ids"].to(device)).float(), batch["labels"].to(device)
+        loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
+                                    reduction="sum").item()
+        preds.append(logits.argmax(-1).cpu().numpy())  # argmax per batch: all logits can be GBs (vocab 8192)
+        targets.append(labels.cpu().numpy())
+    net.train(was_training)
+    preds, targets = np.concatenate(preds), np.concatenate(targets)
+    scored = int((targets != IGNORE_INDEX).sum())
+    return {"accuracy": accuracy(preds, targets), "class_averaged_accuracy": class_averaged_accuracy(preds, targets),
+            "loss": loss_sum / scored, "scored_positions": scored}
 
 
 def train_on_mad(lm: LMConfig, task: MADTaskConfig, trainer: TrainerConfig, run_dir: str | Path,
-                 optim: OptimConfig | None = None, batch_size: int = 32, seed: int = 0) -> dict[str, float]:
-    """Train on the task's train split, then score the test split. The model's vocabulary and
-    context are set from the task."""
-    data = generate(task)
-    lm = replace(lm, vocab_size=task.vocab_size, n_ctx=max(lm.n_ctx, sequence_length(task)))
+                 optim: OptimConfig | None = None, batch_size: int = 32, seed: int = 0,
+                 callbacks: list[L.Callback] = ()) -> dict[str, float]:
+    """Train on the task's train split, then score the whole test split. A run killed midway
+    resumes from its last checkpoint in `run_dir` when called again with the same arguments."""
     L.seed_everything(seed, verbose=False)
-    model = LanguageModel(lm)
-    module = CausalLMModule(model, vocab_size=task.vocab_size, optim=optim, shift_labels=False)
-    test = _loader(data["test_inputs"], data["test_targets"], batch_size, shuffle=False, seed=seed)
-    fit = build_trainer(trainer, run_dir)
-    fit.fit(module, train_dataloaders=_loader(data["train_inputs"], data["train_targets"], batch_size, True, seed),
-            val_dataloaders=test)
-    model.eval()
-    with torch.no_grad():
-        logits = torch.cat([model(batch["input_ids"]) for batch in test])
-    targets = torch.as_tensor(data["test_targets"], dtype=torch.long)
-    return {
-        "accuracy": accuracy(logits, targets),
-        "class_averaged_accuracy": class_averaged_accuracy(logits, targets),
-        "loss": token_cross_entropy(logits, targets, shift=False).item(),
-        "steps": fit.global_step,
-    }
+    data = MADDataModule(task, batch_size=batch_size, seed=seed)
+    net = build_mad_model(lm, task)
+    module = CausalLMModule(net, vocab_size=task.vocab_size, optim=optim, shift_labels=False)
+    run = build_trainer(trainer, run_dir, callbacks=list(callbacks))
+    run_config = {"lm": asdict(lm), "task": asdict(task), "trainer": asdict(trainer),
+                  "optim": asdict(module.optim), "batch_size": batch_size, "seed": seed}
+    fit(run, module, data, run_dir, run_config)
+    return {**evaluate_mad(net, data.test_dataloader()), "steps": run.global_step}
