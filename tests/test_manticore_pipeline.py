@@ -20,7 +20,7 @@ def repro(tmp_path_factory):
 
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
-    for stage in ("components", "completions", "nl_experiments"):
+    for stage in ("components", "completions", "nl_experiments", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
     assert [s["alphas"][0][1] for s in nl["sweep"]] == [0.0, 0.5, 1.0]
@@ -29,3 +29,14 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert (repo / RESULTS / "nl_landscape.png").stat().st_size > 1000
     completions = json.loads((repo / RESULTS / "completions.json").read_text())
     assert sum(completions["rows"].values()) == 2 * 12
+    readme = (repo / "papers/manticore/README.md").read_text()
+    assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
+    assert f"{nl['ensemble']['val_loss']:.4f}" in readme
+
+
+def test_committed_readme_matches_the_committed_results():
+    from papers.manticore.report import render
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "papers/manticore/README.md").read_text()
+    assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.manticore.report`"

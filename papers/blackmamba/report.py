@@ -1,19 +1,15 @@
-"""Stage `report`: the result tables of papers/blackmamba/README.md, generated from results/*.json.
-
-Each table sits between `<!-- table:NAME -->` and `<!-- /table -->` in the README; everything
-outside those markers is hand-written and left alone. Verdicts are computed here from the numbers,
-never typed: a claim that does not hold at this profile says so.
+"""Stage `report`: the result tables of papers/blackmamba/README.md, generated from results/*.json
+(see `common.eval.report`). Verdicts are computed here from the numbers: a claim that does not
+hold at this profile says so.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from pathlib import Path
 
-from common.errors import DataError, exit_on_user_error
-from common.io import atomic_file
+from common.errors import exit_on_user_error
+from common.eval import report
 from common.stages import stage_parser
 
 log = logging.getLogger("report")
@@ -118,19 +114,11 @@ TABLES = {"table1": table1, "train_compare": train_compare, "latency": latency, 
           "routing": routing}
 
 
+HINT = "run `dvc repro papers/blackmamba/dvc.yaml` first"
+
+
 def render(readme: str, results_dir: Path) -> str:
-    for name, make in TABLES.items():
-        path = results_dir / f"{name}.json"
-        if not path.is_file():
-            raise DataError(f"{path}: missing; run `dvc repro papers/blackmamba/dvc.yaml` first")
-        data = json.loads(path.read_text())
-        body = make(data)
-        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:(?!<!-- /table -->).)*(<!-- /table -->)", re.S)
-        if not pattern.search(readme):
-            raise DataError(f"README: no <!-- table:{name} --> ... <!-- /table --> block")
-        header = f"_Profile `{data['profile']}`; generated from `results/{name}.json`._\n\n"
-        readme = pattern.sub(lambda m: m.group(1) + header + body + "\n" + m.group(2), readme)
-    return readme
+    return report.render(readme, results_dir, TABLES, HINT)
 
 
 @exit_on_user_error
@@ -140,9 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--readme", type=Path, default=Path("papers/blackmamba/README.md"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    text = render(args.readme.read_text(), args.results)
-    with atomic_file(args.readme, "w") as handle:
-        handle.write(text)
+    report.update_readme(args.readme, args.results, TABLES, HINT)
     log.info("updated %s", args.readme)
 
 

@@ -1,0 +1,36 @@
+"""Result tables generated into a paper's README from its results JSON.
+
+Each table sits between `<!-- table:NAME -->` and `<!-- /table -->`; text outside the markers is
+hand-written and kept. `NAME` is both the results file (`results/NAME.json`) and the key of the
+function that renders it. Verdicts are computed by those functions from the numbers, never typed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+from common.errors import DataError
+from common.io import atomic_file
+
+
+def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> str:
+    for name, make in tables.items():
+        path = results_dir / f"{name}.json"
+        if not path.is_file():
+            raise DataError(f"{path}: missing; {rerun_hint}")
+        data = json.loads(path.read_text())
+        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:(?!<!-- /table -->).)*(<!-- /table -->)", re.S)
+        if not pattern.search(readme):
+            raise DataError(f"README: no <!-- table:{name} --> ... <!-- /table --> block")
+        body = f"_Profile `{data['profile']}`; generated from `results/{name}.json`._\n\n{make(data)}\n"
+        readme = pattern.sub(lambda m: m.group(1) + body + m.group(2), readme)
+    return readme
+
+
+def update_readme(readme: Path, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> None:
+    text = render(readme.read_text(), results_dir, tables, rerun_hint)
+    with atomic_file(readme, "w") as handle:
+        handle.write(text)

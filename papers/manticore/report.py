@@ -1,0 +1,87 @@
+"""Stage `report`: the result tables of papers/manticore/README.md, generated from results/*.json
+(see `common.eval.report`). Verdicts are computed here from the numbers."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from common.errors import exit_on_user_error
+from common.eval import report
+from common.stages import stage_parser
+
+log = logging.getLogger("report")
+HINT = "run `dvc repro papers/manticore/dvc.yaml` first"
+# Table 4 of the paper: validation loss on its PTB completions after search and retraining.
+PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash_alternating": 2.5899,
+                "dash_simultaneous": 2.5968}
+
+
+def components(res: dict) -> str:
+    lines = ["| component | source | blocks | width | parameters | final val loss |", "|---|---|---|---|---|---|"]
+    for name, c in res["components"].items():
+        loss = f"{c['final_val_loss']:.3f}" if "final_val_loss" in c else "-"
+        lines.append(f"| {name} | {c['source']} | {c.get('pattern', '-')} x {c.get('repeat', '-')} | "
+                     f"{c.get('d_model', '-')} | {c['params'] / 1e6:.2f}M | {loss} |")
+    return "\n".join(lines)
+
+
+def nl_experiments(res: dict) -> str:
+    names, summary = res["components"], res["summary"]
+    sweep = res["sweep"]
+    lines = [f"Fixed-alpha sweep (alpha = weight of `{names[1]}` per block; all weights fine-tuned):", "",
+             "| alpha | " + " | ".join(str(s["alphas"][0][1]) if len(s["alphas"]) == 1 else
+                                      "/".join(str(r[1]) for r in s["alphas"]) for s in sweep) + " |",
+             "|---|" + "---|" * len(sweep),
+             "| val loss | " + " | ".join(f"{s['val_loss']:.4f}" for s in sweep) + " |", "",
+             "Search, then rewind and retrain with the searched alphas frozen (paper: Table 4, PTB completions):", "",
+             "| search | alternating? | searched alpha | val loss after retraining | paper (PTB) | in the sweep's best region? |",
+             "|---|---|---|---|---|---|"]
+    for label, r in res["searched"].items():
+        method, update = label.split("_")
+        alpha = "/".join(f"{row[1]:.2f}" for row in r["alphas"])
+        lines.append(f"| {method.upper()} | {'yes' if update == 'alternating' else 'no'} | {alpha} | {r['val_loss']:.4f} | "
+                     f"{PAPER_TABLE4.get(label, '-')} | {'yes' if summary['search_in_best_region'][label] else 'no'} |")
+    alone = summary["component_alone"]
+    best_component = min(alone.values()) if alone else float("nan")
+    ens = res["ensemble"]
+    lines += ["", "Against the components and the learned ensemble (paper: Table 8, and Figure 2 left):", "",
+              "| " + " | ".join(f"{n} alone" for n in alone) + " | learned ensemble | Manticore (best of sweep and search) |",
+              "|" + "---|" * (len(alone) + 2),
+              "| " + " | ".join(f"{v:.4f}" for v in alone.values()) + f" | {ens['val_loss']:.4f} | "
+              f"{summary['best_manticore_val_loss']:.4f} |"]
+    in_region = [label for label, ok in summary["search_in_best_region"].items() if ok]
+    beats = summary["best_manticore_val_loss"] < best_component
+    verdicts = [
+        ("search lands in the sweep's best region (within "
+         f"{summary['best_region_threshold'] / summary['sweep_best']['val_loss'] - 1:.0%} of the best sweep loss)",
+         f"reproduced for {', '.join(in_region)}" if in_region else "not reproduced for any search variant"),
+        ("Manticore beats both components", "reproduced" if beats else
+         f"not reproduced: best Manticore {summary['best_manticore_val_loss']:.4f} vs best component {best_component:.4f}"),
+        ("the learned ensemble falls below Manticore", "reproduced" if summary["ensemble_below_manticore"] else
+         "not reproduced: the ensemble's loss is not above Manticore's"),
+    ]
+    lines += ["", "| claim | verdict |", "|---|---|"] + [f"| {claim} | {verdict} |" for claim, verdict in verdicts]
+    return "\n".join(lines)
+
+
+TABLES = {"components": components, "nl_experiments": nl_experiments}
+
+
+def render(readme: str, results_dir: Path) -> str:
+    return report.render(readme, results_dir, TABLES, HINT)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--results", type=Path, default=Path("papers/manticore/results"))
+    parser.add_argument("--readme", type=Path, default=Path("papers/manticore/README.md"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    report.update_readme(args.readme, args.results, TABLES, HINT)
+    log.info("updated %s", args.readme)
+
+
+if __name__ == "__main__":
+    main()
