@@ -65,9 +65,13 @@ Choices and differences from mad-lab (where the spec is silent or mad-lab has a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import dataclasses
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
+
+from common.errors import ConfigError
 
 IGNORE_INDEX = -100
 MEMORIZATION_MAP_STREAM = 0x6D656D  # second entropy word of the memorization-map generator
@@ -189,6 +193,50 @@ def setting(name: str, task: str, **overrides) -> MADTaskConfig:
     if task not in SETTINGS[name]:
         raise ValueError(f"unknown MAD task {task!r}; expected one of {TASKS}")
     return replace(SETTINGS[name][task], **overrides)
+
+
+@dataclass
+class MADSelection:
+    """A list of named settings, `<setting set>/<task>` (e.g. `manticore/in-context-recall`), with
+    `overrides` for every entry's task config and `task_overrides` for one task's; a config block
+    that stages embed (the MAD suite, Manticore's MAD experiments)."""
+
+    settings: list[str] = field(default_factory=lambda: [f"manticore_as_run/{t}" for t in TASKS])
+    overrides: dict[str, Any] = field(default_factory=dict)
+    task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self) -> None:
+        fields = tuple(f.name for f in dataclasses.fields(MADTaskConfig) if f.name != "task")
+        if not self.settings:
+            raise ConfigError("settings: empty; list entries like manticore/in-context-recall")
+        for key in self.overrides:
+            if key not in fields:
+                raise ConfigError(f"overrides.{key}: unknown task field; allowed: {', '.join(fields)}")
+        for task, values in self.task_overrides.items():
+            if task not in TASKS:
+                raise ConfigError(f"task_overrides.{task}: unknown task; allowed: {', '.join(TASKS)}")
+            for key in values:
+                if key not in fields:
+                    raise ConfigError(f"task_overrides.{task}.{key}: unknown task field; allowed: {', '.join(fields)}")
+        self.tasks()  # every entry must build a valid task config
+
+    def tasks(self) -> dict[str, MADTaskConfig]:
+        out = {}
+        for i, entry in enumerate(self.settings):
+            where = f"settings[{i}]"
+            name, sep, task = entry.partition("/")
+            if not sep or name not in SETTINGS or task.replace("_", "-") not in TASKS:
+                raise ConfigError(f"{where}: {entry!r} is not <setting set>/<task>; sets: "
+                                  f"{', '.join(SETTINGS)}; tasks: {', '.join(TASKS)}")
+            task = task.replace("_", "-")
+            values = {**self.overrides, **self.task_overrides.get(task, {})}
+            try:
+                out[f"{name}/{task}"] = setting(name, task, **values)
+            except (ValueError, TypeError) as err:
+                raise ConfigError(f"{where} ({entry} with overrides {values}): {err}") from None
+        if len(out) != len(self.settings):
+            raise ConfigError("settings: an entry is listed twice")
+        return out
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -12,7 +12,6 @@ accuracy over entries, and its class-averaged twin); and the same as a markdown 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from common.config import bounded
 from common.data import mad
-from common.errors import ConfigError, exit_on_user_error
+from common.errors import exit_on_user_error
 from common.io import atomic_file, write_json
 from common.models.lm import LMConfig
 from common.stages import load_stage, stage_parser
@@ -30,52 +29,14 @@ from common.training.trainer import TrainerConfig
 
 log = logging.getLogger("mad_suite")
 
-TASK_FIELDS = tuple(f.name for f in dataclasses.fields(mad.MADTaskConfig) if f.name != "task")
-
 
 @dataclass
-class MADSuiteConfig:
+class MADSuiteConfig(mad.MADSelection):
     seed: int = 0
-    settings: list[str] = field(default_factory=lambda: [f"manticore_as_run/{t}" for t in mad.TASKS])
-    overrides: dict[str, Any] = field(default_factory=dict)
-    task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: LMConfig = field(default_factory=LMConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
-
-    def check(self) -> None:
-        if not self.settings:
-            raise ConfigError("settings: empty; list entries like manticore/in-context-recall")
-        for key in self.overrides:
-            if key not in TASK_FIELDS:
-                raise ConfigError(f"overrides.{key}: unknown task field; allowed: {', '.join(TASK_FIELDS)}")
-        for task, fields in self.task_overrides.items():
-            if task not in mad.TASKS:
-                raise ConfigError(f"task_overrides.{task}: unknown task; allowed: {', '.join(mad.TASKS)}")
-            for key in fields:
-                if key not in TASK_FIELDS:
-                    raise ConfigError(f"task_overrides.{task}.{key}: unknown task field; "
-                                      f"allowed: {', '.join(TASK_FIELDS)}")
-        self.tasks()  # every entry must build a valid task config
-
-    def tasks(self) -> dict[str, mad.MADTaskConfig]:
-        out = {}
-        for i, entry in enumerate(self.settings):
-            where = f"settings[{i}]"
-            name, sep, task = entry.partition("/")
-            if not sep or name not in mad.SETTINGS or task.replace("_", "-") not in mad.TASKS:
-                raise ConfigError(f"{where}: {entry!r} is not <setting set>/<task>; sets: "
-                                  f"{', '.join(mad.SETTINGS)}; tasks: {', '.join(mad.TASKS)}")
-            task = task.replace("_", "-")
-            fields = {**self.overrides, **self.task_overrides.get(task, {})}
-            try:
-                out[f"{name}/{task}"] = mad.setting(name, task, **fields)
-            except (ValueError, TypeError) as err:
-                raise ConfigError(f"{where} ({entry} with overrides {fields}): {err}") from None
-        if len(out) != len(self.settings):
-            raise ConfigError("settings: an entry is listed twice")
-        return out
 
 
 def chance_accuracy(task: mad.MADTaskConfig) -> float:

@@ -104,11 +104,20 @@ def train_on_mad(lm: LMConfig, task: MADTaskConfig, trainer: TrainerConfig, run_
     """Train on the task's train split, then score the whole test split. A run killed midway
     resumes from its last checkpoint in `run_dir` when called again with the same arguments."""
     L.seed_everything(seed, verbose=False)
-    data = MADDataModule(task, batch_size=batch_size, seed=seed)
     net = build_mad_model(lm, task)
     module = CausalLMModule(net, vocab_size=task.vocab_size, optim=optim, shift_labels=False)
+    return train_module_on_mad(module, task, trainer, run_dir, batch_size, seed, run_config={"lm": asdict(lm)},
+                               callbacks=callbacks)
+
+
+def train_module_on_mad(module: L.LightningModule, task: MADTaskConfig, trainer: TrainerConfig, run_dir: str | Path,
+                        batch_size: int = 32, seed: int = 0, run_config: dict | None = None,
+                        callbacks: list[L.Callback] = ()) -> dict[str, float]:
+    """`train_on_mad` for a module built elsewhere (its `net` maps ids to unshifted logits), e.g. a
+    hybrid with its own optimizers; `run_config` names the network for the resume check."""
+    data = MADDataModule(task, batch_size=batch_size, seed=seed)
     run = build_trainer(trainer, run_dir, callbacks=list(callbacks))
-    run_config = {"lm": asdict(lm), "task": asdict(task), "trainer": asdict(trainer),
+    run_config = {**(run_config or {}), "task": asdict(task), "trainer": asdict(trainer),
                   "optim": asdict(module.optim), "batch_size": batch_size, "seed": seed}
     fit(run, module, data, run_dir, run_config)
-    return {**evaluate_mad(net, data.test_dataloader()), "steps": run.global_step}
+    return {**evaluate_mad(module.net, data.test_dataloader()), "steps": run.global_step}
