@@ -20,7 +20,7 @@ def repro(tmp_path_factory):
 
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
-    for stage in ("components", "completions", "nl_experiments", "report"):
+    for stage in ("components", "completions", "nl_experiments", "mad_experiments", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
     assert [s["alphas"][0][1] for s in nl["sweep"]] == [0.0, 0.5, 1.0]
@@ -29,6 +29,11 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert (repo / RESULTS / "nl_landscape.png").stat().st_size > 1000
     completions = json.loads((repo / RESULTS / "completions.json").read_text())
     assert sum(completions["rows"].values()) == 2 * 12
+    mad = json.loads((repo / RESULTS / "mad_experiments.json").read_text())
+    assert set(mad["tasks"]) == {"mad_baseline/in-context-recall", "mad_baseline/memorization"}
+    for row in mad["tasks"].values():
+        assert {"gpt_neo", "mamba", "manticore", "manticore_discretized"} <= set(row)
+        assert all(sorted(block) == [0.0, 1.0] for block in row["manticore_discretized"]["alphas"])
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
     assert f"{nl['ensemble']['val_loss']:.4f}" in readme
