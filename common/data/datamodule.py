@@ -7,6 +7,7 @@ run restarted from a checkpoint sees precisely the batches the killed run had no
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -14,6 +15,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from common.config import bounded
 from common.data.tokenized import load_tokenized
 
 
@@ -67,6 +69,14 @@ class ResumableDataLoader(DataLoader):
 
     def load_state_dict(self, state: dict) -> None:
         self._skip = state["batches_yielded"]
+
+
+@dataclass
+class LoaderConfig:
+    """The `data` block of a training stage's config."""
+
+    batch_size: int = bounded(16, ge=1)  # per device
+    num_workers: int = bounded(0, ge=0)
 
 
 class TextDataModule(L.LightningDataModule):

@@ -8,12 +8,14 @@ function that renders it. Verdicts are computed by those functions from the numb
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Callable
 
-from common.errors import DataError
+from common.errors import DataError, exit_on_user_error
 from common.io import atomic_file
+from common.stages import stage_parser
 
 
 def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> str:
@@ -34,3 +36,19 @@ def update_readme(readme: Path, results_dir: Path, tables: dict[str, Callable[[d
     text = render(readme.read_text(), results_dir, tables, rerun_hint)
     with atomic_file(readme, "w") as handle:
         handle.write(text)
+
+
+def report_main(paper: str, tables: dict[str, Callable[[dict], str]], argv: list[str] | None = None) -> None:
+    """The `report` stage of `papers/<paper>`: regenerate its README's tables in place."""
+
+    @exit_on_user_error
+    def run() -> None:
+        parser = stage_parser(f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.")
+        parser.add_argument("--results", type=Path, default=Path(f"papers/{paper}/results"))
+        parser.add_argument("--readme", type=Path, default=Path(f"papers/{paper}/README.md"))
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        update_readme(args.readme, args.results, tables, f"run `dvc repro papers/{paper}/dvc.yaml` first")
+        logging.getLogger("report").info("updated %s", args.readme)
+
+    run()

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import lightning as L
 
-from common.config import bounded
-from common.data.datamodule import TextDataModule
+from common.data.datamodule import LoaderConfig, TextDataModule
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
@@ -30,16 +29,10 @@ log = logging.getLogger("lm_baseline")
 
 
 @dataclass
-class DataSpec:
-    batch_size: int = bounded(16, ge=1)
-    num_workers: int = bounded(0, ge=0)
-
-
-@dataclass
 class LMBaselineConfig:
     seed: int = 0
     model: LlamaSpec = field(default_factory=LlamaSpec)
-    data: DataSpec = field(default_factory=DataSpec)
+    data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 

@@ -5,14 +5,10 @@ hold at this profile says so.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from common.errors import exit_on_user_error
 from common.eval import report
-from common.stages import stage_parser
 
-log = logging.getLogger("report")
 
 
 def _sci(x: float) -> str:
@@ -135,23 +131,11 @@ TABLES = {"table1": table1, "train_compare": train_compare, "latency": latency, 
           "routing": routing, "zero_shot": zero_shot}
 
 
-HINT = "run `dvc repro papers/blackmamba/dvc.yaml` first"
 
 
 def render(readme: str, results_dir: Path) -> str:
-    return report.render(readme, results_dir, TABLES, HINT)
-
-
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--results", type=Path, default=Path("papers/blackmamba/results"))
-    parser.add_argument("--readme", type=Path, default=Path("papers/blackmamba/README.md"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    report.update_readme(args.readme, args.results, TABLES, HINT)
-    log.info("updated %s", args.readme)
+    return report.render(readme, results_dir, TABLES, "run `dvc repro papers/blackmamba/dvc.yaml` first")
 
 
 if __name__ == "__main__":
-    main()
+    report.report_main("blackmamba", TABLES)

@@ -26,8 +26,8 @@ from typing import Any
 import lightning as L
 import matplotlib.pyplot as plt
 
-from common.config import bounded, from_dict
-from common.data.datamodule import TextDataModule
+from common.config import from_dict
+from common.data.datamodule import LoaderConfig, TextDataModule
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, exit_on_user_error
@@ -45,18 +45,12 @@ log = logging.getLogger("train_compare")
 
 
 @dataclass
-class DataSpec:
-    batch_size: int = bounded(16, ge=1)
-    num_workers: int = bounded(0, ge=0)
-
-
-@dataclass
 class TrainCompareConfig:
     seed: int = 0
     blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
     # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    data: DataSpec = field(default_factory=DataSpec)
+    data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import lightning as L
 
-from common.config import bounded, from_dict
-from common.data.datamodule import TextDataModule
+from common.config import from_dict
+from common.data.datamodule import LoaderConfig, TextDataModule
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import HubUnavailable, exit_on_user_error
@@ -34,12 +34,6 @@ log = logging.getLogger("components")
 
 
 @dataclass
-class DataSpec:
-    batch_size: int = bounded(16, ge=1)
-    num_workers: int = bounded(0, ge=0)
-
-
-@dataclass
 class ComponentsConfig:
     source: Literal["pretrain", "hub"] = "pretrain"
     seed: int = 0
@@ -47,7 +41,7 @@ class ComponentsConfig:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     # source=hub: name -> Hugging Face repository id
     hub: dict[str, str] = field(default_factory=dict)
-    data: DataSpec = field(default_factory=DataSpec)
+    data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 

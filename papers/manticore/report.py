@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from common.errors import exit_on_user_error
 from common.eval import report
-from common.stages import stage_parser
 
-log = logging.getLogger("report")
-HINT = "run `dvc repro papers/manticore/dvc.yaml` first"
 # Table 4 of the paper: validation loss on its PTB completions after search and retraining.
 PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash_alternating": 2.5899,
                 "dash_simultaneous": 2.5968}
@@ -105,19 +100,8 @@ TABLES = {"components": components, "nl_experiments": nl_experiments, "mad_exper
 
 
 def render(readme: str, results_dir: Path) -> str:
-    return report.render(readme, results_dir, TABLES, HINT)
-
-
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--results", type=Path, default=Path("papers/manticore/results"))
-    parser.add_argument("--readme", type=Path, default=Path("papers/manticore/README.md"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    report.update_readme(args.readme, args.results, TABLES, HINT)
-    log.info("updated %s", args.readme)
+    return report.render(readme, results_dir, TABLES, "run `dvc repro papers/manticore/dvc.yaml` first")
 
 
 if __name__ == "__main__":
-    main()
+    report.report_main("manticore", TABLES)
