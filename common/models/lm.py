@@ -178,16 +178,16 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float, top_k
 FORMAT = "language-model"
 
 
-def save_language_model(model: LanguageModel, path: str | Path, extra: dict | None = None) -> Path:
-    """`config.json` (the `LMConfig`, plus `extra` for the caller) and `model.safetensors`, written
-    atomically. A tied head is stored once, as the embedding."""
+def save_language_model(model: LanguageModel, path: str | Path) -> Path:
+    """`config.json` (the `LMConfig`) and `model.safetensors`, written atomically. A tied head is
+    stored once, as the embedding."""
     from safetensors.torch import save_file
 
     state = {k: v.contiguous() for k, v in model.state_dict().items()
              if not (k == "head.weight" and model.cfg.tie_embeddings)}
     with atomic_dir(Path(path)) as tmp:
         (tmp / "config.json").write_text(json.dumps(
-            {"format": FORMAT, "lm_config": asdict(model.cfg), **(extra or {})}, indent=2))
+            {"format": FORMAT, "lm_config": asdict(model.cfg)}, indent=2))
         save_file(state, str(tmp / "model.safetensors"))
     return Path(path)
 
