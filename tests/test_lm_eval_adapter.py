@@ -113,3 +113,14 @@ def test_story_tasks_are_well_formed_and_run_through_the_harness(model, tokenize
         assert item["target"] == " " + story["hero"]
     results = evaluate(LanguageModelEval(model, tokenizer), names, include_path=tmp_path / "tasks")["results"]
     assert results["stories_cloze"]["sample_len"] == 6 and 0 <= results["stories_next_line"]["acc,none"] <= 1
+
+
+def test_the_harness_finds_the_registered_model(model, tokenizer, tmp_path, smoke_data):
+    from lm_eval.api.registry import get_model
+
+    from common.models.lm import save_language_model
+
+    save_language_model(model, tmp_path / "m")
+    adapter = get_model("hybrid-lm").create_from_arg_string(f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}")
+    (logprob, _), = adapter.loglikelihood([request("loglikelihood", "The cat", " sat")])
+    assert logprob == pytest.approx(by_hand(model, tokenizer, "The cat", " sat")[0], abs=1e-4)

@@ -3,6 +3,12 @@
     from common.eval.lm_eval_adapter import LanguageModelEval, evaluate
     scores = evaluate(LanguageModelEval(model, tokenizer), ["hellaswag", "piqa"])
 
+Importing this module also registers it with the harness as `hybrid-lm`, built from a directory
+written by `save_language_model` and a tokenizer directory:
+
+    lm_eval.simple_evaluate(model="hybrid-lm", tasks=["hellaswag"],
+                            model_args="model=data/blackmamba/models/blackmamba,tokenizer=data/tokenizer")
+
 The adapter answers the harness's three request types:
 
 - `loglikelihood(context, continuation)`: the summed log-probability of the continuation's tokens
@@ -29,10 +35,15 @@ from common.models.lm import LanguageModel
 
 try:
     from lm_eval.api.model import LM as _HarnessLM
+    from lm_eval.api.registry import register_model
 except ImportError:  # the `eval` extra is optional; constructing the adapter then raises
     _HarnessLM = object
 
+    def register_model(*names):
+        return lambda cls: cls
 
+
+@register_model("hybrid-lm")
 class LanguageModelEval(_HarnessLM):
     def __init__(self, model: LanguageModel, tokenizer, batch_size: int = 8, max_gen_toks: int = 64):
         if _HarnessLM is object:
@@ -44,6 +55,18 @@ class LanguageModelEval(_HarnessLM):
         self.max_gen_toks = max_gen_toks
         self.prefix_id = tokenizer.eos_token_id
         self.n_ctx = model.cfg.n_ctx
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> "LanguageModelEval":
+        """`model=<save_language_model directory>,tokenizer=<tokenizer directory>[,batch_size=N]`."""
+        from common.data.tokenizer import load_tokenizer
+        from common.models.lm import load_language_model
+
+        args = dict(item.split("=", 1) for item in arg_string.split(",") if item)
+        if "model" not in args or "tokenizer" not in args:
+            raise ValueError(f"hybrid-lm needs model=<dir>,tokenizer=<dir>; got {arg_string!r}")
+        batch_size = (additional_config or {}).get("batch_size") or args.get("batch_size") or 8
+        return cls(load_language_model(args["model"]), load_tokenizer(args["tokenizer"]), batch_size=int(batch_size))
 
     # -- scoring ----------------------------------------------------------------------------------
 
