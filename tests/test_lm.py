@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -135,3 +137,17 @@ def test_save_and_load_language_model_round_trip(tmp_path):
     save_file(state, str(tmp_path / "m" / "model.safetensors"))
     with pytest.raises(DataError, match=r"blocks.1.up_proj.weight has shape \(3, 3\)"):
         load_language_model(tmp_path / "m")
+
+
+def test_standard_init_is_normal_for_linear_layers_and_keeps_mamba_its_own():
+    torch.manual_seed(0)
+    cfg = LMConfig(vocab_size=50, d_model=256, pattern="attn,moe,mamba", repeat=1, blocks={"attn": {"n_heads": 4}})
+    model = LanguageModel(cfg)
+    attn, moe, mamba = model.blocks
+    for weight in (attn.q_proj.weight, attn.o_proj.weight, moe.w_in, moe.router.weight):
+        assert abs(weight.std().item() - 0.02) < 0.002 and abs(weight.mean().item()) < 0.002
+    assert torch.equal(mamba.A_log[0].exp().round(), torch.arange(1, 17.0))  # S4D-real A = -(1..S)
+    bound = 256 ** -0.5  # PyTorch's default Linear init, which Mamba keeps
+    assert mamba.in_proj.weight.abs().max() <= bound and mamba.in_proj.weight.std() > 0.5 * bound / 3 ** 0.5
+    default = LanguageModel(replace(cfg, init="pytorch"))
+    assert default.blocks[0].q_proj.weight.abs().max() <= bound and default.blocks[0].q_proj.weight.std() > 0.03

@@ -152,6 +152,15 @@ class Hyena(Block):
         self.skip = nn.Parameter(torch.randn(n_filters))
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
+    @torch.no_grad()
+    def init_weights(self, std: float) -> None:
+        """The standard initialisation on the projections only: the implicit filter's small sine
+        network keeps its own, which sets the filters' frequency content."""
+        for proj in (self.in_proj, self.out_proj):
+            nn.init.normal_(proj.weight, std=std)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
         T = x.shape[1]
         if T > self.n_ctx:

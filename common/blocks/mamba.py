@@ -259,6 +259,10 @@ class Mamba(Block):
         dt = dt.clamp(min=dt_init_floor)
         self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
 
+    def init_weights(self, std: float) -> None:
+        """Keep Mamba's own initialisation (mamba-ssm leaves the projections at PyTorch's default
+        and sets A, D and the dt bias as in `reset_mamba_parameters`)."""
+
     # -- generation protocol -------------------------------------------------------------------
 
     def allocate_cache(self, batch_size: int, max_len: int = 0, device=None, dtype=None) -> MambaCache:

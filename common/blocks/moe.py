@@ -297,6 +297,15 @@ class MoE(Block):
             nn.init.uniform_(self.b_out, -bound_out, bound_out)
         self.router.reset_parameters()
 
+    @torch.no_grad()
+    def init_weights(self, std: float) -> None:
+        """The standard initialisation on the stacked experts and the router (Megatron: N(0, 0.02))."""
+        for weight in (self.w_in, self.w_out, self.router.weight):
+            nn.init.normal_(weight, std=std)
+        for bias in (self.b_in, self.b_out, self.router.bias):
+            if bias is not None:
+                nn.init.zeros_(bias)
+
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, n_experts={self.n_experts}, d_ff={self.d_ff}, top_k={self.top_k}, "
                 f"router={self.router_type}, activation={self.activation}")

@@ -54,6 +54,17 @@ class Block(nn.Module):
         """An auxiliary training loss from the last forward (MoE load balancing), or None."""
         return None
 
+    @torch.no_grad()
+    def init_weights(self, std: float) -> None:
+        """GPT-2 / Llama / Megatron initialisation, which `LanguageModel` applies by default: every
+        linear weight N(0, std), every linear bias zero. Blocks whose reference implementation
+        initialises otherwise (Mamba, Hyena) override this."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
 
 def register(name: str):
     """Class decorator: `@register("mamba")`."""

@@ -38,6 +38,9 @@ class LMConfig:
     pos_embedding: Literal["none", "learned"] = "none"
     tie_embeddings: bool = True
     init_std: float = bounded(0.02, gt=0)
+    # "standard": each block's `init_weights(init_std)` (N(0, init_std) linear layers, as GPT-2 and
+    # Llama; Mamba keeps its own); "pytorch": PyTorch's default layer init (the masked-mixer code's).
+    init: Literal["standard", "pytorch"] = "standard"
     blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -76,6 +79,9 @@ class LanguageModel(nn.Module):
         )
         self.final_norm = build_norm(cfg.final_norm, cfg.d_model, cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.init == "standard":
+            for block in self.blocks:
+                block.init_weights(cfg.init_std)
         nn.init.normal_(self.embed.weight, std=cfg.init_std)
         if self.pos_embed is not None:
             nn.init.normal_(self.pos_embed.weight, std=cfg.init_std)
