@@ -98,11 +98,11 @@ class LanguageModel(nn.Module):
         return self.head(x)
 
     def run_blocks(self, x: torch.Tensor, first: int, stop: int, cache: LMCache | None = None,
-                   position: int = 0) -> torch.Tensor:
+                   position: int = 0, final_norm: bool = True) -> torch.Tensor:
         """Blocks `first .. stop-1` on hidden states `x [B, T, d_model]` whose first token sits at
         `position`. Learned positions are added when starting at block 0 and the final norm is
-        applied when ending at the last block, so running the model in contiguous slices (as a
-        Manticore hybrid does) equals running it whole."""
+        applied when ending at the last block (unless `final_norm=False`), so running the model in
+        contiguous slices (as a Manticore hybrid does) equals running it whole."""
         if first == 0 and self.pos_embed is not None:
             positions = torch.arange(position, position + x.shape[1], device=x.device)
             if positions[-1] >= self.cfg.n_ctx:
@@ -120,7 +120,7 @@ class LanguageModel(nn.Module):
                 x = x + block.step(h, cache.layers[i])
             else:
                 x = x + block(h, cache.layers[i])
-        return self.final_norm(x) if stop == len(self.blocks) else x
+        return self.final_norm(x) if stop == len(self.blocks) and final_norm else x
 
     def aux_loss(self) -> torch.Tensor | None:
         """Sum of the blocks' auxiliary losses from the last forward (MoE load balancing)."""

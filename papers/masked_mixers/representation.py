@@ -1,0 +1,140 @@
+"""Input representation accuracy (the report's Figure 3): how much of its input a model's last
+hidden layer still holds.
+
+For a model body f (embedding output -> every block, no head) and a tokenized input with
+embedding e = E[tokens]:
+
+1. target T = f(e), fixed;
+2. start from x ~ N(0, 1) of e's shape and take `steps` plain gradient steps on the input,
+   x <- x - lr_i * d/dx sum |T - f(x)| (L1, summed), lr_i falling linearly from `lr_start` to
+   `lr_end`; with `last_token_only` the target is the last position's hidden vector alone;
+3. decode both x and e through the Moore-Penrose pseudo-inverse of the embedding matrix E [V, D]:
+   logits = x @ pinv(E); the reference tokens are the top-1 decoding of e (as the official code:
+   that separates the error of the recovery from that of the decoding, whose own accuracy is
+   reported as `decode_round_trip`);
+4. normalized Hamming metric: the fraction of non-padding positions whose reference token is not
+   among the top-k decoded tokens of x (k = 1 and 5). 0 = the input is fully recovered, 1 = none.
+
+Stage `representation` runs this for an untrained and a trained mixer and transformer (the CLM
+stage's budget-run weights), for the full hidden layer and for the last token only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from common.config import bounded
+from common.data.tokenized import load_tokenized
+from common.errors import exit_on_user_error
+from common.io import write_json
+from common.stages import stage_parser
+from papers.masked_mixers.clm import run_dir_of
+from papers.masked_mixers.models import build_model, hidden_states
+from papers.masked_mixers.shared import load_paper_stage, vocab_size
+from papers.masked_mixers.train import load_weights
+
+log = logging.getLogger("mm_representation")
+
+
+def lr_at(i: int, steps: int, lr_start: float, lr_end: float) -> float:
+    return lr_start * (steps - i) / steps + lr_end * i / steps
+
+
+def recover_input(body: Callable[[torch.Tensor], torch.Tensor], target: torch.Tensor, shape: tuple[int, ...],
+                  steps: int, lr_start: float, lr_end: float, seed: int,
+                  last_token_only: bool = False) -> torch.Tensor:
+    """Gradient descent on the input so that `body(x)` matches `target` in summed L1."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=generator, dtype=target.dtype)
+    for i in range(steps):
+        x.requires_grad_(True)
+        out = body(x)
+        if last_token_only:
+            out = out[:, -1]
+        (grad,) = torch.autograd.grad((target - out).abs().sum(), x)
+        x = (x - lr_at(i, steps, lr_start, lr_end) * grad).detach()
+    return x
+
+
+def decode_topk(x: torch.Tensor, embedding: torch.Tensor, k: int) -> torch.Tensor:
+    """`[..., D] -> [..., k]` token ids, ranked by x @ pinv(E)."""
+    return (x @ torch.linalg.pinv(embedding)).topk(k, dim=-1).indices
+
+
+def hamming_metric(reference: torch.Tensor, top_ids: torch.Tensor, mask: torch.Tensor) -> float:
+    """Fraction of positions with `mask` true whose `reference` token is not in `top_ids [..., k]`."""
+    miss = ~(top_ids == reference[..., None]).any(-1)
+    return (miss & mask).sum().item() / max(1, mask.sum().item())
+
+
+def representation_accuracy(model, tokens: torch.Tensor, mask: torch.Tensor, *, steps: int, lr_start: float,
+                            lr_end: float, seed: int, last_token_only: bool) -> dict:
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    embedding = model.embed.weight.detach()
+    body = lambda x: hidden_states(model, x)  # noqa: E731
+    with torch.no_grad():
+        e = model.embed(tokens)
+        target = body(e)[:, -1] if last_token_only else body(e)
+    x = recover_input(body, target, tuple(e.shape), steps, lr_start, lr_end, seed, last_token_only)
+    reference = decode_topk(e, embedding, 1)[..., 0]
+    top5 = decode_topk(x, embedding, 5)
+    return {
+        "hamming_top1": round(hamming_metric(reference, top5[..., :1], mask), 4),
+        "hamming_top5": round(hamming_metric(reference, top5, mask), 4),
+        "decode_round_trip": round(((reference == tokens) & mask).sum().item() / max(1, mask.sum().item()), 4),
+    }
+
+
+@dataclass
+class RepresentationConfig:
+    seed: int = 0
+    models: list[str] = field(default_factory=lambda: ["mixer_flat", "llama_h4"])
+    n_inputs: int = bounded(4, ge=1)
+    steps: int = bounded(500, ge=1)
+    lr_start: float = bounded(0.02, gt=0)
+    lr_end: float = bounded(0.002, gt=0)
+    threads: int | None = bounded(None, ge=1)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--data", type=Path, default=Path("data/tokenized/padded"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
+    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/representation.json"))
+    args = parser.parse_args(argv)
+    cfg, sizes, profile = load_paper_stage(args.params, "representation", RepresentationConfig)
+    vocab = vocab_size(args.tokenizer)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    # The first validation stories, cut to the window: padding positions do not count.
+    rows = load_tokenized(args.data)["validation"].select(range(cfg.n_inputs))
+    tokens = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : sizes.n_ctx]
+    mask = torch.tensor(rows["attention_mask"], dtype=torch.bool)[:, : sizes.n_ctx]
+
+    results = {}
+    for name in cfg.models:
+        for state in ("untrained", "trained"):
+            torch.manual_seed(cfg.seed)
+            model = build_model(sizes.spec(name), sizes, vocab)
+            if state == "trained":
+                load_weights(model, run_dir_of(args.clm_dir, name, "time"))
+            for target in ("full", "last_token"):
+                row = representation_accuracy(model, tokens, mask, steps=cfg.steps, lr_start=cfg.lr_start,
+                                              lr_end=cfg.lr_end, seed=cfg.seed, last_token_only=target == "last_token")
+                results[f"{name}/{state}/{target}"] = row
+                log.info("%-30s %s", f"{name}/{state}/{target}", row)
+    write_json(args.out, {"profile": profile, "n_inputs": cfg.n_inputs, "steps": cfg.steps, "lr": [cfg.lr_start, cfg.lr_end],
+                          "n_ctx": sizes.n_ctx, "results": results})
+
+
+if __name__ == "__main__":
+    main()

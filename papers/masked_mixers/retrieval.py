@@ -1,0 +1,330 @@
+"""Summary-to-story retrieval on frozen language-model embeddings (the report's Section 4), and the
+InfoNCE baseline of "Masked Mixers II".
+
+1. Embeddings. Every story and every summary is right-padded to the window and run through a
+   frozen model; its embedding is the hidden vector at one position: the second-to-last for
+   masked mixers (the last output is never trained), the last for transformers (after the final
+   norm, as Hugging Face's last hidden state). Each source's `position` can be either.
+2. Sampling (Algorithm 1). A training example is the query's embedding followed by c candidate
+   story embeddings: c - 1 distinct stories other than the query's own, and the matching story
+   at a uniformly drawn slot, whose index is the label. Negatives are drawn afresh every time.
+3. The retrieval model is a bidirectional (unmasked) mixer over the c + 1 positions, a linear
+   score per candidate position, and cross-entropy over the c scores: the logits go straight
+   into the loss (the v1 code's extra softmax before the cross-entropy is not reproduced).
+4. Reported per embedding source and c: train loss, test loss and top-1 accuracy on the test
+   pairs with freshly drawn candidates, and the samples per second of embedding + training.
+5. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
+   its story beats the other stories of the batch (temperature `tau`); its throughput in pairs
+   per second is compared with that of the embedding route, and its top-1 accuracy is measured
+   on the same candidate sets by cosine similarity.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import datasets
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from common.config import bounded
+from common.data.manifest import verify_manifest
+from common.data.tokenizer import load_tokenizer
+from common.errors import ConfigError, DataError, exit_on_user_error
+from common.io import write_json
+from common.models.lm import LanguageModel
+from common.stages import stage_parser
+from common.training.optim import OptimConfig, build_optimizer
+from papers.masked_mixers.clm import run_dir_of
+from papers.masked_mixers.models import Autoencoder, build_model, hidden_states
+from papers.masked_mixers.shared import load_paper_stage
+from papers.masked_mixers.train import load_weights
+
+log = logging.getLogger("mm_retrieval")
+
+
+# ---------------------------------------------------------------------------------- embeddings
+
+def embed_texts(model: nn.Module, ids: torch.Tensor, position: int, batch_size: int = 64) -> torch.Tensor:
+    """`[N, T]` token ids -> `[N, D]` hidden vectors at `position`, without gradients."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(ids), batch_size):
+            out.append(sequence_embedding(model, ids[start: start + batch_size], position))
+    return torch.cat(out)
+
+
+def sequence_embedding(model: nn.Module, ids: torch.Tensor, position: int) -> torch.Tensor:
+    if isinstance(model, Autoencoder):
+        return hidden_states(model.encoder, model.encoder.embed(ids))[:, position]
+    if not isinstance(model, LanguageModel):
+        raise ConfigError(f"retrieval embeddings: {type(model).__name__} is not a language model or autoencoder")
+    return hidden_states(model, model.embed(ids), final_norm=True)[:, position]
+
+
+# ------------------------------------------------------------------------------- Algorithm 1
+
+def sample_candidates(query: int, n_targets: int, c: int, generator: torch.Generator) -> tuple[torch.Tensor, int]:
+    """Candidate target indices for `query` and the slot of its own target: c - 1 distinct
+    negatives drawn from all targets but `query`, and `query` inserted at a uniform slot."""
+    if c > n_targets:
+        raise ConfigError(f"retrieval: c={c} candidates need at least {c} targets, have {n_targets}")
+    others = torch.randperm(n_targets - 1, generator=generator)[: c - 1]
+    negatives = others + (others >= query).long()  # skip the query's own index
+    slot = int(torch.randint(c, (1,), generator=generator))
+    return torch.cat([negatives[:slot], torch.tensor([query]), negatives[slot:]]), slot
+
+
+def make_batch(queries: torch.Tensor, targets: torch.Tensor, indices: list[int], c: int,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`[B, c + 1, D]` inputs (query first, then the candidates) and `[B]` labels (the slot)."""
+    rows, labels = [], []
+    for i in indices:
+        candidates, slot = sample_candidates(i, len(targets), c, generator)
+        rows.append(torch.cat([queries[i: i + 1], targets[candidates]]))
+        labels.append(slot)
+    return torch.stack(rows), torch.tensor(labels)
+
+
+# ------------------------------------------------------------------------------ the model
+
+class RetrievalMixer(nn.Module):
+    """Unmasked mixer over the c + 1 positions: [x + conv(LN x); x + FF(LN x)] x depth, where the
+    conv is `Conv1d(c + 1, c + 1, 1)` over positions (every candidate sees every other and the
+    query), then one score per candidate position."""
+
+    def __init__(self, d_model: int, n_positions: int, depth: int, expansion: int = 4):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.ModuleList([
+            nn.LayerNorm(d_model), nn.Conv1d(n_positions, n_positions, 1),
+            nn.LayerNorm(d_model), nn.Sequential(nn.Linear(d_model, expansion * d_model), nn.GELU(),
+                                                 nn.Linear(expansion * d_model, d_model)),
+        ]) for _ in range(depth))
+        self.score = nn.Linear(d_model, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for seq_norm, conv, ff_norm, ff in self.layers:
+            x = x + conv(seq_norm(x))
+            x = x + ff(ff_norm(x))
+        return self.score(x[:, 1:])[..., 0]  # [B, c] logits, the query position dropped
+
+
+@dataclass
+class RetrievalTraining:
+    depth: int = bounded(4, ge=1)
+    steps: int = bounded(300, ge=1)
+    batch_size: int = bounded(64, ge=1)
+    eval_batches: int = bounded(8, ge=1)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3, weight_decay=0.0, warmup_steps=20))
+
+
+def evaluate_retrieval(model: nn.Module, queries, targets, c: int, n_batches: int, batch_size: int,
+                       generator: torch.Generator) -> tuple[float, float]:
+    """Mean loss and top-1 accuracy over freshly drawn candidate sets, every query at most once."""
+    model.eval()
+    order = torch.randperm(len(queries), generator=generator).tolist()
+    losses, correct, n = [], 0, 0
+    with torch.no_grad():
+        for b in range(n_batches):
+            indices = order[b * batch_size: (b + 1) * batch_size]
+            if not indices:
+                break
+            x, labels = make_batch(queries, targets, indices, c, generator)
+            logits = model(x)
+            losses.append(F.cross_entropy(logits, labels).item() * len(indices))
+            correct += (logits.argmax(-1) == labels).sum().item()
+            n += len(indices)
+    model.train()
+    return sum(losses) / n, correct / n
+
+
+def train_retrieval(train_q, train_t, test_q, test_t, c: int, cfg: RetrievalTraining, seed: int) -> dict:
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = RetrievalMixer(train_q.shape[1], c + 1, cfg.depth)
+    optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
+    losses = []
+    start = time.perf_counter()
+    for step in range(cfg.steps):
+        indices = torch.randint(len(train_q), (cfg.batch_size,), generator=generator).tolist()
+        x, labels = make_batch(train_q, train_t, indices, c, generator)
+        loss = F.cross_entropy(model(x), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    seconds = time.perf_counter() - start
+    test_loss, test_top1 = evaluate_retrieval(model, test_q, test_t, c, cfg.eval_batches, cfg.batch_size, generator)
+    tail = losses[-max(1, cfg.steps // 10):]
+    return {"train_loss": round(sum(tail) / len(tail), 4), "test_loss": round(test_loss, 4),
+            "test_top1": round(test_top1, 4), "chance_top1": round(1 / c, 4), "train_seconds": round(seconds, 2),
+            "train_samples_per_s": round(cfg.steps * cfg.batch_size / seconds, 1)}
+
+
+# ------------------------------------------------------------------------------------ InfoNCE
+
+@dataclass
+class InfoNCEConfig:
+    steps: int = bounded(20, ge=1)
+    batch_size: int = bounded(16, ge=2)
+    tau: float = bounded(0.05, gt=0)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4, weight_decay=0.0, warmup_steps=0))
+
+
+def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
+    """Query i's positive is text i; every other text of the batch is a negative."""
+    sims = F.normalize(q, dim=-1) @ F.normalize(d, dim=-1).T / tau
+    return F.cross_entropy(sims, torch.arange(len(q)))
+
+
+def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: InfoNCEConfig, seed: int) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
+    losses = []
+    start = time.perf_counter()
+    for _ in range(cfg.steps):
+        indices = torch.randperm(len(query_ids), generator=generator)[: cfg.batch_size]
+        loss = infonce_loss(sequence_embedding(model, query_ids[indices], position),
+                            sequence_embedding(model, target_ids[indices], position), cfg.tau)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    seconds = time.perf_counter() - start
+    return {"train_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4), "train_seconds": round(seconds, 2),
+            "samples_per_s": round(cfg.steps * cfg.batch_size / seconds, 2)}
+
+
+def cosine_top1(queries, targets, c: int, n: int, generator: torch.Generator) -> float:
+    """Top-1 accuracy of ranking c candidates (Algorithm 1 sets) by cosine similarity."""
+    correct = 0
+    for i in torch.randperm(len(queries), generator=generator)[:n].tolist():
+        candidates, slot = sample_candidates(i, len(targets), c, generator)
+        sims = F.cosine_similarity(queries[i: i + 1], targets[candidates])
+        correct += int(sims.argmax()) == slot
+    return correct / min(n, len(queries))
+
+
+# -------------------------------------------------------------------------------------- stage
+
+@dataclass
+class SourceSpec:
+    model: str = "mixer_flat"
+    weights: Literal["clm", "autoencoder", "untrained"] = "clm"
+    position: int = -2
+
+
+@dataclass
+class RetrievalConfig:
+    seed: int = 0
+    n_train: int = bounded(2000, ge=2)
+    n_test: int = bounded(200, ge=2)
+    candidates: list[int] = field(default_factory=lambda: [32, 128])
+    sources: dict[str, SourceSpec] = field(default_factory=dict)
+    training: RetrievalTraining = field(default_factory=RetrievalTraining)
+    infonce: InfoNCEConfig = field(default_factory=InfoNCEConfig)
+    infonce_source: str = "mixer_trained"
+    threads: int | None = bounded(None, ge=1)
+
+    def check(self) -> None:
+        if not self.sources:
+            raise ConfigError("sources: name at least one embedding source")
+        if self.infonce_source not in self.sources:
+            raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; have {', '.join(self.sources)}")
+        for c in self.candidates:
+            if c < 2 or c > min(self.n_train, self.n_test):
+                raise ConfigError(f"candidates: {c} must be within 2..min(n_train, n_test)")
+
+
+def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summaries (queries) and stories (targets), each right-padded or cut to the window."""
+    rows = stories.select(range(min(n, len(stories))))
+
+    def encode(texts):
+        ids = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=n_ctx - 1)["input_ids"]
+        return torch.tensor([(x + [tokenizer.eos_token_id] + [tokenizer.pad_token_id] * n_ctx)[:n_ctx] for x in ids])
+
+    return encode(list(rows["summary"])), encode(list(rows["text"]))
+
+
+def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path, seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    model = build_model(sizes.spec(spec.model), sizes, vocab)
+    if spec.weights == "clm":
+        load_weights(model, run_dir_of(clm_dir, spec.model, "time"))
+    elif spec.weights == "autoencoder":
+        load_weights(model, ae_dir / spec.model)
+    return model
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
+    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
+    parser.add_argument("--ae-dir", type=Path, default=Path("data/masked_mixers/autoencoders"))
+    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/retrieval.json"))
+    args = parser.parse_args(argv)
+    cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
+    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
+    tokenizer = load_tokenizer(args.tokenizer)
+    vocab = len(tokenizer)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    stories = datasets.load_from_disk(str(args.stories))
+    if "summary" not in stories["train"].column_names:
+        # TinyStories has no summaries; the paper generated them with an instruction model.
+        raise DataError(f"{args.stories}: no summary column; retrieval needs story summaries (the generated "
+                        "corpus has them; generating them for hub data is not implemented)")
+    train_q_ids, train_t_ids = tokenize_pairs(stories["train"], tokenizer, cfg.n_train, sizes.n_ctx)
+    test_q_ids, test_t_ids = tokenize_pairs(stories["validation"], tokenizer, cfg.n_test, sizes.n_ctx)
+    n_texts = 2 * (len(train_q_ids) + len(test_q_ids))
+
+    results = {}
+    for name, spec in cfg.sources.items():
+        model = load_source(spec, sizes, vocab, args.clm_dir, args.ae_dir, cfg.seed)
+        start = time.perf_counter()
+        train_q, train_t, test_q, test_t = (embed_texts(model, ids, spec.position)
+                                            for ids in (train_q_ids, train_t_ids, test_q_ids, test_t_ids))
+        embed_seconds = time.perf_counter() - start
+        row = {"model": spec.model, "weights": spec.weights, "position": spec.position,
+               "embed_seconds": round(embed_seconds, 2), "texts_embedded": n_texts}
+        for c in cfg.candidates:
+            result = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, cfg.seed)
+            samples = cfg.training.steps * cfg.training.batch_size
+            # Embedding is paid once; every later epoch of retrieval training reuses the vectors.
+            result["samples_per_s_with_embedding"] = round(samples / (embed_seconds + result["train_seconds"]), 1)
+            row[f"c{c}"] = result
+            log.info("%-22s c=%-4d %s", name, c, result)
+        results[name] = row
+
+    # InfoNCE on the same pairs, starting from the same language model as one embedding source.
+    spec = cfg.sources[cfg.infonce_source]
+    model = load_source(spec, sizes, vocab, args.clm_dir, args.ae_dir, cfg.seed)
+    infonce = train_infonce(model, train_q_ids, train_t_ids, spec.position, cfg.infonce, cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    test_q, test_t = embed_texts(model, test_q_ids, spec.position), embed_texts(model, test_t_ids, spec.position)
+    c = cfg.candidates[0]
+    infonce[f"c{c}_cosine_top1"] = round(cosine_top1(test_q, test_t, c, cfg.n_test, generator), 4)
+    ours = results[cfg.infonce_source][f"c{c}"]
+    infonce["source"] = cfg.infonce_source
+    infonce["speedup_of_embedding_route"] = round(ours["samples_per_s_with_embedding"] / infonce["samples_per_s"], 1)
+    # The blog's ratio is training throughput on stored embeddings, extraction amortised over epochs.
+    infonce["speedup_training_only"] = round(ours["train_samples_per_s"] / infonce["samples_per_s"], 1)
+    log.info("InfoNCE %s", infonce)
+    write_json(args.out, {"profile": profile, "n_train": len(train_q_ids), "n_test": len(test_q_ids),
+                          "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "sources": results, "infonce": infonce})
+
+
+if __name__ == "__main__":
+    main()

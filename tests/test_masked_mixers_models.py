@@ -1,0 +1,192 @@
+"""Masked Mixers models: every architecture in the paper's params builds and runs; causal ones never
+see the future; bidirectional ones never see the token they predict; the transfixer computes what
+its placement says; the fixed-window generation equals recomputing generation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from common.blocks.transfixer import Transfixer
+from common.config import stage_config
+from common.errors import ConfigError
+from common.models.lm import LanguageModel
+from papers.masked_mixers.models import (Autoencoder, BidirectionalTransformer, ModelsConfig, build_model,
+                                         generate_fixed_window, hidden_states)
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+PARAMS = ROOT / "papers" / "masked_mixers" / "params.yaml"
+V, T = 50, 12
+
+
+def sizes(**overrides) -> ModelsConfig:
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["models"]["smoke"] = {**raw["models"]["smoke"], "n_ctx": T, **overrides}
+    return stage_config(raw, "models", ModelsConfig, "smoke")
+
+
+ARCHS = sorted(sizes().archs)
+CAUSAL = [n for n in ARCHS if sizes().archs[n].kind == "lm" and "bidirectional" not in n]
+BIDIRECTIONAL = ["mixer_bidirectional", "transformer_bidirectional"]
+
+
+def build(name: str, seed: int = 0):
+    torch.manual_seed(seed)
+    s = sizes()
+    return build_model(s.spec(name), s, V).double().eval()
+
+
+def test_every_profile_validates_and_lists_the_paper_models():
+    raw = yaml.safe_load(PARAMS.read_text())
+    for profile in ("smoke", "tiny", "paper"):
+        stage_config(raw, "models", ModelsConfig, profile)
+    for name in ("mixer_flat", "mixer_expanded", "mixer_k4", "mixer_heads2_k4", "llama_h4", "gpt",
+                 "transfixer_series", "transfixer_before", "transfixer_parallel", "mixer_autoencoder",
+                 "transformer_autoencoder", "mixer_bidirectional", "transformer_bidirectional"):
+        assert name in ARCHS
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_builds_runs_and_trains(name):
+    model = build(name).train()
+    ids = torch.randint(0, V, (2, T))
+    logits = model(ids)
+    assert logits.shape == (2, T, V) and torch.isfinite(logits).all()
+    logits.sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad), "a parameter gets no gradient"
+
+
+@pytest.mark.parametrize("name", CAUSAL)
+def test_causal_models_never_see_the_future(name):
+    """d hidden_t / d embedding_s == 0 for s > t, through the whole model (gradient oracle)."""
+    model = build(name)
+    x = torch.randn(2, T, model.cfg.d_model, dtype=torch.double, requires_grad=True)
+    h = hidden_states(model, x)
+    for t in range(T - 1):
+        (grad,) = torch.autograd.grad(h[:, t].sum(), x, retain_graph=True)
+        assert grad[:, t + 1:].abs().max() == 0, f"{name}: position {t} reads the future"
+        assert grad[:, : t + 1].abs().sum(-1).min() > 0, f"{name}: position {t} ignores an earlier token"
+
+
+@pytest.mark.parametrize("name", BIDIRECTIONAL)
+def test_bidirectional_models_never_see_the_token_they_predict(name):
+    """Changing token t + 1 leaves the logits at t (which predict it) exactly unchanged; changing
+    token t + 2 or t changes them. Oracle: the model itself on perturbed inputs."""
+    model = build(name)
+    torch.manual_seed(1)
+    ids = torch.randint(0, V, (1, T))
+    base = model(ids)
+    for t in range(T - 1):
+        changed = ids.clone()
+        changed[0, t + 1] = (changed[0, t + 1] + 1) % V
+        assert torch.equal(model(changed)[0, t], base[0, t]), f"{name}: position {t} sees token {t + 1}"
+        for s in (t, t + 2):
+            if s < T:
+                other = ids.clone()
+                other[0, s] = (other[0, s] + 1) % V
+                assert not torch.allclose(model(other)[0, t], base[0, t]), f"{name}: position {t} ignores token {s}"
+
+
+def test_autoencoder_decoder_sees_only_the_last_token_vector():
+    """Two inputs that differ only in a token whose two ids share one embedding vector have the same
+    code, hence the same reconstruction; changing another token changes the reconstruction."""
+    model = build("mixer_autoencoder")
+    assert isinstance(model, Autoencoder)
+    ids = torch.randint(1, V, (1, T))
+    other = ids.clone()
+    other[0, 0] = 0
+    with torch.no_grad():
+        model.encoder.embed.weight[0] = model.encoder.embed.weight[ids[0, 0]]
+    torch.testing.assert_close(model.encode(ids), model.encode(other), rtol=0, atol=0)
+    torch.testing.assert_close(model(ids), model(other), rtol=0, atol=0)
+    # And the reconstruction depends on the input through that vector.
+    changed = ids.clone()
+    changed[0, T // 2] = (changed[0, T // 2] + 1) % V
+    assert not torch.allclose(model(changed), model(ids))
+
+
+def reference_mix(block, x):
+    """The flat masked mixer computed here: tril(W) over positions, plus the bias."""
+    w = block.conv.weight[:, :, 0]
+    n = x.shape[1]
+    keep = torch.tensor([[1.0 if s <= t else 0.0 for s in range(n)] for t in range(n)], dtype=x.dtype)
+    return torch.einsum("ts,bsd->btd", (w[:n, :n] * keep), x) + block.conv.bias[:n, None]
+
+
+@pytest.mark.parametrize("placement", ["series", "before", "parallel"])
+def test_transfixer_placements(placement):
+    torch.manual_seed(0)
+    block = Transfixer(16, n_ctx=T, n_heads=4, placement=placement).double()
+    x = torch.randn(2, T, 16, dtype=torch.double)
+    attn = block.attn
+    expected = {
+        "series": lambda: attn(x) + reference_mix(block.mixer, attn(x)),
+        "before": lambda: attn(x + reference_mix(block.mixer, x)),
+        "parallel": lambda: attn(x) + reference_mix(block.mixer, x),
+    }[placement]()
+    torch.testing.assert_close(block(x), expected)
+    with pytest.raises(ValueError, match="placement"):
+        Transfixer(16, n_ctx=T, placement="inside")
+
+
+def test_fixed_window_generation_equals_recomputing_generation():
+    """The paper's window method (pad to n_ctx, write the argmax in place) against
+    `LanguageModel.generate` recomputing the growing prefix: the same greedy tokens."""
+    model = build("mixer_flat")
+    assert isinstance(model, LanguageModel) and not model.supports_cache
+    prompt = torch.randint(0, V, (3, 4))
+    ours = generate_fixed_window(model, prompt, T - 4)
+    assert torch.equal(ours, model.generate(prompt, T - 4, use_cache=False))
+    with pytest.raises(ValueError, match="exceed the window"):
+        generate_fixed_window(model, prompt, T)
+
+
+def test_bidirectional_transformer_pairs_forward_t_with_reverse_t_plus_2():
+    model = build("transformer_bidirectional")
+    assert isinstance(model, BidirectionalTransformer)
+    ids = torch.randint(0, V, (1, T))
+    x = model.forward_lm.embed(ids)
+    fwd = hidden_states(model.forward_lm, x, final_norm=True)
+    rev = hidden_states(model.reverse_lm, x.flip(1), final_norm=True).flip(1)
+    t = 3
+    torch.testing.assert_close(model(ids)[0, t], model.head(fwd[0, t] + rev[0, t + 2]))
+    torch.testing.assert_close(model(ids)[0, T - 1], model.head(fwd[0, T - 1]))
+
+
+def test_unknown_architecture_is_one_clear_error():
+    with pytest.raises(ConfigError, match="no architecture 'nope'"):
+        sizes().spec("nope")
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["models"]["smoke"]["archs"] = {"bad": {"pattern": "mixer,nope"}}
+    with pytest.raises(ConfigError, match="archs.bad"):
+        stage_config(raw, "models", ModelsConfig, "smoke")
+
+
+def test_bad_params_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
+    from papers.masked_mixers import clm
+
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["clm"]["smoke"]["models"] = ["mixer_flat", "nope"]
+    params = tmp_path / "masked_mixers.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    Path("params.yaml").write_text("profile: smoke\n")  # the root params: only the profile
+    with pytest.raises(SystemExit) as exit_info:
+        clm.main(["--params", str(params)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope" in err[0]
+
+
+@pytest.mark.parametrize("name", CAUSAL + ["mixer_bidirectional"])
+def test_hidden_states_are_what_the_model_feeds_its_head(name):
+    """`hidden_states` re-runs `LanguageModel`'s block loop from embeddings: head(final_norm(h))
+    must equal the model's own logits."""
+    model = build(name)
+    ids = torch.randint(0, V, (2, T))
+    h = hidden_states(model, model.embed(ids), final_norm=True)
+    torch.testing.assert_close(model.head(h), model(ids), rtol=0, atol=0)

@@ -1,0 +1,88 @@
+"""Retrieval: Algorithm 1 sampling (distinct negatives, never the positive, labels point to it),
+the bidirectional retrieval mixer, the cross-entropy without a second softmax, and InfoNCE."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from papers.masked_mixers.retrieval import (RetrievalMixer, RetrievalTraining, infonce_loss, make_batch,
+                                            sample_candidates, train_retrieval)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("n, c", [(5, 5), (40, 8), (300, 128)])
+def test_candidates_hold_the_positive_once_and_distinct_negatives(n, c):
+    generator = torch.Generator().manual_seed(0)
+    slots = set()
+    for query in range(min(n, 40)):
+        candidates, slot = sample_candidates(query, n, c, generator)
+        assert len(candidates) == c and len(set(candidates.tolist())) == c, "negatives must be distinct"
+        assert candidates[slot] == query
+        assert (candidates == query).sum() == 1, "the positive appears among the negatives"
+        assert 0 <= candidates.min() and candidates.max() < n
+        slots.add(slot)
+    assert len(slots) > 1 or c == 1, "the positive's slot must vary"
+
+
+def test_batches_put_the_matching_target_at_the_label():
+    generator = torch.Generator().manual_seed(1)
+    n, d, c = 30, 4, 6
+    targets = torch.arange(n * d, dtype=torch.float).reshape(n, d)  # every row unique
+    queries = -targets
+    indices = [0, 7, 29, 7]
+    x, labels = make_batch(queries, targets, indices, c, generator)
+    assert x.shape == (4, c + 1, d)
+    for b, i in enumerate(indices):
+        assert torch.equal(x[b, 0], queries[i])
+        assert torch.equal(x[b, 1 + labels[b]], targets[i])
+        others = torch.cat([x[b, 1: 1 + labels[b]], x[b, 2 + labels[b]:]])
+        assert not (others == targets[i]).all(-1).any()
+
+
+def test_too_few_targets_is_a_config_error():
+    from common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="candidates"):
+        sample_candidates(0, 4, 5, torch.Generator())
+
+
+def test_retrieval_mixer_is_bidirectional_over_candidates():
+    torch.manual_seed(0)
+    model = RetrievalMixer(8, 5, depth=2).double()
+    x = torch.randn(1, 5, 8, dtype=torch.double, requires_grad=True)
+    scores = model(x)
+    assert scores.shape == (1, 4)
+    (grad,) = torch.autograd.grad(scores[0, 0], x)
+    assert (grad[0].abs().sum(-1) > 0).all(), "the first candidate's score must read the query and every candidate"
+
+
+def test_retrieval_training_learns_an_easy_task_and_uses_plain_cross_entropy():
+    """Targets equal their queries plus a little noise: the model must find the match. With a second
+    softmax before the cross-entropy the scores would lie in [0, 1], and the loss could never fall
+    below log(e + c - 1) - 1 (the right candidate at 1, the others at 0); ours must go below it."""
+    torch.manual_seed(0)
+    n, d, c = 200, 8, 8
+    queries = torch.randn(n, d)
+    targets = queries + 0.05 * torch.randn(n, d)
+    test_q = torch.randn(64, d)
+    test_t = test_q + 0.05 * torch.randn(64, d)
+    cfg = RetrievalTraining(depth=2, steps=300, batch_size=32, eval_batches=2)
+    cfg.optim.lr = 1e-2
+    result = train_retrieval(queries, targets, test_q, test_t, c, cfg, seed=0)
+    assert result["test_top1"] > 0.7 and result["chance_top1"] == 1 / c
+    assert result["train_loss"] < math.log(math.e + c - 1) - 1 - 0.3
+
+
+def test_infonce_loss_matches_a_naive_loop():
+    torch.manual_seed(0)
+    q, d, tau = torch.randn(5, 7), torch.randn(5, 7), 0.1
+    expected = 0.0
+    for i in range(5):
+        sims = [F.cosine_similarity(q[i], d[j], dim=0) / tau for j in range(5)]
+        expected += -(sims[i] - torch.logsumexp(torch.stack(sims), 0))
+    torch.testing.assert_close(infonce_loss(q, d, tau), expected / 5)
