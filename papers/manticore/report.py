@@ -25,8 +25,7 @@ def nl_experiments(res: dict) -> str:
     names, summary = res["components"], res["summary"]
     sweep = res["sweep"]
     lines = [f"Fixed-alpha sweep (alpha = weight of `{names[1]}` per block; all weights fine-tuned):", "",
-             "| alpha | " + " | ".join(str(s["alphas"][0][1]) if len(s["alphas"]) == 1 else
-                                      "/".join(str(r[1]) for r in s["alphas"]) for s in sweep) + " |",
+             "| alpha | " + " | ".join("/".join(f"{r[1]:.2f}" for r in s["alphas"]) for s in sweep) + " |",
              "|---|" + "---|" * len(sweep),
              "| val loss | " + " | ".join(f"{s['val_loss']:.4f}" for s in sweep) + " |", "",
              "Search, then rewind and retrain with the searched alphas frozen (paper: Table 4, PTB completions):", "",
