@@ -45,28 +45,27 @@ except ImportError:  # the `eval` extra is optional; constructing the adapter th
 
 @register_model("hybrid-lm")
 class LanguageModelEval(_HarnessLM):
-    def __init__(self, model: LanguageModel, tokenizer, batch_size: int = 8, max_gen_toks: int = 64):
+    def __init__(self, model: LanguageModel, tokenizer, max_gen_toks: int = 64):
         if _HarnessLM is object:
             raise ImportError("lm-eval is not installed; install the extra with `pip install .[eval]`")
         super().__init__()
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.batch_size = batch_size
         self.max_gen_toks = max_gen_toks
         self.prefix_id = tokenizer.eos_token_id
         self.n_ctx = model.cfg.n_ctx
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> "LanguageModelEval":
-        """`model=<save_language_model directory>,tokenizer=<tokenizer directory>[,batch_size=N]`."""
+        """`model=<save_language_model directory>,tokenizer=<tokenizer directory>`. Requests are scored
+        one at a time, so the harness's batch size is ignored."""
         from common.data.tokenizer import load_tokenizer
         from common.models.lm import load_language_model
 
         args = dict(item.split("=", 1) for item in arg_string.split(",") if item)
         if "model" not in args or "tokenizer" not in args:
             raise ValueError(f"hybrid-lm needs model=<dir>,tokenizer=<dir>; got {arg_string!r}")
-        batch_size = (additional_config or {}).get("batch_size") or args.get("batch_size") or 8
-        return cls(load_language_model(args["model"]), load_tokenizer(args["tokenizer"]), batch_size=int(batch_size))
+        return cls(load_language_model(args["model"]), load_tokenizer(args["tokenizer"]))
 
     # -- scoring ----------------------------------------------------------------------------------
 

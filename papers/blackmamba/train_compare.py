@@ -19,26 +19,25 @@ for the routing and zero-shot stages.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import matplotlib.pyplot as plt
 
 from common.config import from_dict
-from common.data.datamodule import LoaderConfig, TextDataModule
+from common.data.datamodule import LoaderConfig
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.models.lm import LanguageModel, LMConfig, save_language_model
+from common.models.lm import LMConfig, save_language_model
 from common.stages import load_stage, stage_parser
-from common.training.modules import CausalLMModule
+from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, train
+from common.training.trainer import TrainerConfig
 from papers.blackmamba.model import BlackMambaConfig, lm_config
 
 log = logging.getLogger("train_compare")
@@ -113,15 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     for name, lm_cfg in configs.items():
         log.info("training %s", name)
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
-        net = LanguageModel(lm_cfg)
+        net, metrics = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer, args.run_dir / name,
+                                            cfg.seed, profile)
         count = count_lm(lm_cfg)
-        module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
-        datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
-                                    seed=cfg.seed)
-        metrics = train(module, datamodule, cfg.trainer, args.run_dir / name, run_config={
-            "profile": profile, "model": asdict(lm_cfg), "seed": cfg.seed, "data": asdict(cfg.data),
-            "optim": asdict(cfg.optim), "trainer": asdict(cfg.trainer)})
         flops_per_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_step
         history = [{**row, "train_flops": row["step"] * flops_per_step} for row in metrics.history]
         results[name] = {

@@ -12,23 +12,21 @@ curve, so later stages never depend on where a component came from.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import lightning as L
-
 from common.config import from_dict
-from common.data.datamodule import LoaderConfig, TextDataModule
+from common.data.datamodule import LoaderConfig
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import HubUnavailable, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig, save_language_model
 from common.stages import load_stage, stage_parser
-from common.training.modules import CausalLMModule
+from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, train
+from common.training.trainer import TrainerConfig
 
 log = logging.getLogger("components")
 
@@ -80,14 +78,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, raw in cfg.models.items():
             lm_cfg = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
                                where=f"components.models.{name}")
-            L.seed_everything(cfg.seed, workers=True, verbose=False)
-            net = LanguageModel(lm_cfg)
-            module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
-            datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
-                                        seed=cfg.seed)
-            metrics = train(module, datamodule, cfg.trainer, args.run_dir / name, run_config={
-                "profile": profile, "model": asdict(lm_cfg), "seed": cfg.seed, "data": asdict(cfg.data),
-                "optim": asdict(cfg.optim), "trainer": asdict(cfg.trainer)})
+            net, metrics = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer,
+                                                args.run_dir / name, cfg.seed, profile)
             save_language_model(net, args.out / name)
             val = [r for r in metrics.history if "val/loss" in r]
             results[name] = {"source": "pretrained here", "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat,

@@ -113,8 +113,7 @@ class Manticore(nn.Module):
 
     def discretize(self) -> None:
         """Argmax per block: switch to fixed one-hot weights."""
-        one_hot = F.one_hot(self.mixture_weights().detach().argmax(-1), len(self.components)).to(self.alphas.dtype)
-        alphas = one_hot.detach().clone()
+        alphas = F.one_hot(self.mixture_weights().detach().argmax(-1), len(self.components)).to(self.alphas.dtype)
         del self.alphas
         self.cfg.alpha_mode = "fixed"
         self.register_buffer("alphas", alphas)
