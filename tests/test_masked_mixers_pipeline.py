@@ -37,7 +37,7 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for source in retrieval["sources"].values():
         for c in retrieval["candidates"]:
             assert 0 <= source[f"c{c}"]["test_top1"] <= 1
-    assert retrieval["infonce"]["samples_per_s"] > 0
+    assert retrieval["infonce"]["texts_per_s"] > 0
     memory = json.loads((results / "memory.json").read_text())
     assert memory["rows"] and not memory["failed"]
     readme = (repo / "papers/masked_mixers/README.md").read_text()

@@ -18,15 +18,30 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("n, c", [(5, 5), (40, 8), (300, 128)])
 def test_candidates_hold_the_positive_once_and_distinct_negatives(n, c):
     generator = torch.Generator().manual_seed(0)
-    slots = set()
-    for query in range(min(n, 40)):
-        candidates, slot = sample_candidates(query, n, c, generator)
-        assert len(candidates) == c and len(set(candidates.tolist())) == c, "negatives must be distinct"
-        assert candidates[slot] == query
-        assert (candidates == query).sum() == 1, "the positive appears among the negatives"
-        assert 0 <= candidates.min() and candidates.max() < n
-        slots.add(slot)
-    assert len(slots) > 1 or c == 1, "the positive's slot must vary"
+    queries = torch.arange(min(n, 40))
+    candidates, slots = sample_candidates(queries, n, c, generator)
+    assert candidates.shape == (len(queries), c) and slots.shape == (len(queries),)
+    for query, row, slot in zip(queries.tolist(), candidates, slots.tolist()):
+        assert len(set(row.tolist())) == c, "negatives must be distinct"
+        assert row[slot] == query
+        assert (row == query).sum() == 1, "the positive appears among the negatives"
+        assert 0 <= row.min() and row.max() < n
+    assert len(set(slots.tolist())) > 1, "the positive's slot must vary"
+
+
+def test_negatives_are_drawn_uniformly():
+    # Every target but the query's own is equally likely to be a negative, whatever the slot.
+    generator = torch.Generator().manual_seed(2)
+    n, c, draws = 10, 4, 20_000
+    candidates, slots = sample_candidates(torch.full((draws,), 3), n, c, generator)
+    counts = torch.bincount(candidates.flatten(), minlength=n).double()
+    counts[3] -= draws
+    expected = draws * (c - 1) / (n - 1)
+    assert counts[3] == 0
+    others = torch.cat([counts[:3], counts[4:]])
+    assert ((others - expected).abs() < 5 * math.sqrt(expected)).all(), others
+    slot_counts = torch.bincount(slots, minlength=c).double()
+    assert ((slot_counts - draws / c).abs() < 5 * math.sqrt(draws / c)).all(), slot_counts
 
 
 def test_batches_put_the_matching_target_at_the_label():
@@ -34,7 +49,7 @@ def test_batches_put_the_matching_target_at_the_label():
     n, d, c = 30, 4, 6
     targets = torch.arange(n * d, dtype=torch.float).reshape(n, d)  # every row unique
     queries = -targets
-    indices = [0, 7, 29, 7]
+    indices = torch.tensor([0, 7, 29, 7])
     x, labels = make_batch(queries, targets, indices, c, generator)
     assert x.shape == (4, c + 1, d)
     for b, i in enumerate(indices):
@@ -48,7 +63,7 @@ def test_too_few_targets_is_a_config_error():
     from common.errors import ConfigError
 
     with pytest.raises(ConfigError, match="candidates"):
-        sample_candidates(0, 4, 5, torch.Generator())
+        sample_candidates(torch.tensor([0]), 4, 5, torch.Generator())
 
 
 def test_retrieval_mixer_is_bidirectional_over_candidates():

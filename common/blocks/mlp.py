@@ -10,11 +10,13 @@ from common.blocks.registry import Block, register
 
 @register("mlp")
 class MLP(Block):
-    """Linear, GELU, Linear, with biases (GPT-2, GPT-Neo and the masked mixer's feed-forward)."""
+    """Linear, GELU, Linear, with biases (GPT-2, GPT-Neo and the masked mixer's feed-forward).
+    The hidden width is `d_ff`, or `expansion` x d_model when `d_ff` is not given."""
 
-    def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, bias: bool = True, **kwargs):
+    def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, bias: bool = True,
+                 expansion: int = 4, **kwargs):
         super().__init__()
-        d_ff = d_ff or 4 * d_model
+        d_ff = d_ff or expansion * d_model
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
         self.proj = nn.Linear(d_ff, d_model, bias=bias)
 

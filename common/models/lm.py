@@ -32,7 +32,7 @@ class LMConfig:
     pattern: str = "attn,swiglu"
     repeat: int = bounded(1, ge=1)
     n_ctx: int = bounded(512, ge=1)
-    norm: Literal["rmsnorm", "layernorm", "layernorm_two_stream"] = "rmsnorm"
+    norm: Literal["rmsnorm", "layernorm", "layernorm_two_stream", "none"] = "rmsnorm"
     norm_eps: float = bounded(1e-6, gt=0)
     final_norm: Literal["rmsnorm", "layernorm", "none"] = "rmsnorm"
     pos_embedding: Literal["none", "learned"] = "none"

@@ -14,6 +14,7 @@ representation, generation and retrieval stages read them from there.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -100,7 +101,8 @@ def clm_claims(runs: dict) -> dict:
 
     claims = {}
     for mode in ("time", "steps"):
-        heads = {name: val(name, mode) for name in runs if name.startswith("llama_h")}
+        # The heads sweep: llama_h<n> only (same start; llama_h4_embed1 differs in its embedding).
+        heads = {name: val(name, mode) for name in runs if re.fullmatch(r"llama_h\d+", name)}
         claims[mode] = {
             "flat_mixer_minus_gpt": _diff(val("mixer_flat", mode), val("gpt", mode)),
             "flat_mixer_minus_llama_h4": _diff(val("mixer_flat", mode), val("llama_h4", mode)),

@@ -13,13 +13,11 @@ shared `d_model`, `n_layers` and `n_ctx`:
 - `kind: bidirectional_transformer`: a forward and a reverse causal stack whose outputs are
   combined so that the prediction at t never sees token t + 1 (`BidirectionalTransformer`).
 
-Initialisation follows the official code: its mixers kept PyTorch's default layer init
-(`init: pytorch`), its Llama the Hugging Face one (`init: standard`, N(0, 0.02) linear layers).
-`embed_init_std` re-initialises the token embedding: the mixers' official start is
-`nn.Embedding`'s N(0, 1), the Llama's N(0, 0.02). The params give every model N(0, 1), so the
-embedding scale does not decide the comparison, and keep one Llama with the official 0.02 start
-(`llama_h4_init002`) to show what that scale does, notably to the representation experiment,
-which starts from N(0, 1) noise.
+Initialisation follows the official code: its mixers kept PyTorch's defaults (`init: pytorch`,
+so `nn.Embedding`'s N(0, 1) token embedding), its transformers Hugging Face's (`init: standard`,
+N(0, 0.02) linear layers and embedding). `embed_init_std` re-initialises an untied token
+embedding: the params use it to state each start explicitly, and `llama_h4_embed1` gives a Llama
+the mixers' N(0, 1) start to show what the embedding scale alone does.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ Kind = Literal["lm", "autoencoder", "bidirectional_transformer"]
 class ArchSpec:
     kind: Kind = "lm"
     pattern: str = "mixer,mlp"
-    norm: Literal["rmsnorm", "layernorm", "layernorm_two_stream"] = "layernorm"
+    norm: Literal["rmsnorm", "layernorm", "layernorm_two_stream", "none"] = "layernorm"
     final_norm: Literal["rmsnorm", "layernorm", "none"] = "none"
     pos_embedding: Literal["none", "learned"] = "none"
     tie_embeddings: bool = False
