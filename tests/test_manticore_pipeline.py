@@ -20,7 +20,9 @@ def repro(tmp_path_factory):
 
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
-    for stage in ("components", "completions", "nl_experiments", "mad_experiments", "report"):
+    for stage in ("components", "completions", "nl_experiments", "mad_experiments", "lra_experiments", "programmed",
+                  "projector_budget",
+                  "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
     assert [s["alphas"][0][1] for s in nl["sweep"]] == [0.0, 0.5, 1.0]
@@ -34,6 +36,18 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     for row in mad["tasks"].values():
         assert {"gpt_neo", "mamba", "manticore", "manticore_discretized"} <= set(row)
         assert all(sorted(block) == [0.0, 1.0] for block in row["manticore_discretized"]["alphas"])
+        assert set(row["baselines"]) == {"striped_mh_hyena_moe", "mambaformer"}
+        assert {"search", "discretized"} <= set(row["hybrids"]["manticore_3"])
+    programmed = json.loads((repo / RESULTS / "programmed.json").read_text())
+    assert len(programmed["sweep"]) == 9, "a 3 x 3 grid over two blocks"
+    mean = [[sum(mad["tasks"][t]["manticore"]["alphas"][i][m] for t in mad["tasks"]) / len(mad["tasks"])
+             for m in range(2)] for i in range(2)]
+    got = [a for block in programmed["programmed"]["alphas"] for a in block]
+    assert got == pytest.approx([a for block in mean for a in block], abs=1e-6), "the mean of MAD's searched alphas"
+    assert set(programmed["summary"]["frankenmerges"]) == {"gpt_neo then mamba", "mamba then gpt_neo"}
+    budget = json.loads((repo / RESULTS / "projector_budget.json").read_text())
+    assert [r["steps"] for r in budget["budgets"]] == [0, 2]
+    assert budget["budgets"][1]["tokens"] == 2 * 4 * budget["sequence_length"]
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
     assert f"{nl['ensemble']['val_loss']:.4f}" in readme

@@ -124,10 +124,12 @@ class Manticore(nn.Module):
         n = len(self.components[m].blocks) // self.cfg.n_blocks
         return i * n, (i + 1) * n
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        alphas = self.mixture_weights()
-        active = [m for m in range(len(self.components)) if not (self.cfg.alpha_mode == "fixed" and
-                                                                 bool((alphas[:, m] == 0).all()))]
+    def _active(self, alphas: torch.Tensor) -> list[int]:
+        """Components that run: all of them, except under fixed alphas those weighted 0 in every block."""
+        return [m for m in range(len(self.components)) if not (self.cfg.alpha_mode == "fixed" and
+                                                               bool((alphas[:, m] == 0).all()))]
+
+    def _hidden(self, input_ids: torch.Tensor, alphas: torch.Tensor, active: list[int]) -> torch.Tensor:
         D = self.d_model
         h = sum(alphas[0, m] * pad_to(self.embeddings[m](input_ids), D) for m in active)
         for i in range(self.cfg.n_blocks):
@@ -143,7 +145,20 @@ class Manticore(nn.Module):
                     z = (1 - a) * self.proj_out[m][i](y) + a * z
                 out = out + a * z
             h = out
+        return h
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        alphas = self.mixture_weights()
+        active = self._active(alphas)
+        h = self._hidden(input_ids, alphas, active)
         return sum(alphas[0, m] * F.linear(h[..., :self.widths[m]], self.embeddings[m].weight) for m in active)
+
+    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The final hidden states `[B, T, D]`, where `forward` applies the heads: for sequence
+        classification. Under a one-hot alpha, component m's own final-normed states, zero-padded
+        from d_m to D. (One Gumbel sample per call, as `forward` draws.)"""
+        alphas = self.mixture_weights()
+        return self._hidden(input_ids, alphas, self._active(alphas))
 
     def aux_loss(self) -> torch.Tensor | None:
         losses = [loss for comp in self.components if (loss := comp.aux_loss()) is not None]

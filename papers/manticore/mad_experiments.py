@@ -1,13 +1,24 @@
-"""Stage `mad_experiments`: the paper's Table 2 (right) and Table 5 on the MAD tasks, from scratch.
+"""Stage `mad_experiments`: the paper's MAD tables from scratch: Table 2 (right) and Table 5, and
+Table 2 (left) with Table 6.
 
-For every MAD task: a GPT-Neo-style transformer alone, a Mamba alone, and Manticore[GPT-Neo, Mamba]
-built from fresh copies of the same two (L Manticore blocks; each component's depth a multiple of
-L), trained as the paper's MAD pipeline does: everything at once, mixture weights with their own
-optimizer, simultaneous updates. Then Table 5: the searched alphas are discretized (argmax per
-block), the weights rewound to their initial values, and the discretized hybrid retrained.
+Table 2 (right), Table 5. For every MAD task: a GPT-Neo-style transformer alone, a Mamba alone, and
+Manticore[GPT-Neo, Mamba] built from fresh copies of the same two (L Manticore blocks; each
+component's depth a multiple of L), trained as the paper's MAD pipeline does: everything at once,
+mixture weights with their own optimizer, simultaneous updates. Then (`retrain`) the searched
+alphas are discretized (argmax per block), the weights rewound to their initial values, and the
+discretized hybrid retrained; or the searched alphas are frozen as they are and the rewound
+hybrid retrained.
 
-Claim checked: Manticore matches or beats the better component on most MAD tasks. Compression is
-not part of it (the official pipeline did not run it either).
+Table 2 (left), Table 6. Existing hybrids trained alone (`baselines`: e.g. the MAD paper's striped
+multi-head Hyena + MoE-MLP and Mambaformer, any `LanguageModel` pattern), against further
+Manticore hybrids (`hybrids`) whose components are any of the `components` and `baselines` (the
+paper's: striped MH-Hyena + MoE, GPT-Neo and Mamba, two blocks each, two Manticore blocks),
+searched the same way and retrained; `compare` names the result that enters the comparison.
+
+Claims checked, with a relative test-loss tolerance `match_tolerance`: Manticore[GPT-Neo, Mamba]
+matches or beats the better component on most tasks; each further hybrid matches or beats the
+best existing hybrid (and each one of them) on how many tasks. Compression is not part of it (the
+official pipeline did not run it either).
 """
 
 from __future__ import annotations
@@ -16,24 +27,49 @@ import copy
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 
 from common.config import bounded, from_dict
-from common.data.mad import MADSelection, sequence_length
+from common.data.mad import MADSelection, MADTaskConfig, sequence_length
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
 from common.stages import load_stage, stage_parser
+from common.training.callbacks import MetricsJSON
 from common.training.mad import train_module_on_mad, train_on_mad
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.search import ManticoreSearchModule, SearchConfig, rewind, snapshot
+from papers.manticore.search import (ManticoreSearchModule, SearchConfig, alpha_trajectory, freeze_alphas, rewind,
+                                     snapshot)
 
 log = logging.getLogger("mad_experiments")
+
+Retraining = Literal["discretized", "frozen"]
+
+
+@dataclass
+class HybridConfig:
+    """A further Manticore hybrid: component names from `components` or `baselines`, in order."""
+
+    components: list[str] = field(default_factory=list)
+    # After search, rewind and retrain: argmax alphas ("discretized") or the searched ones ("frozen").
+    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])
+    compare: Literal["search", "discretized", "frozen"] = "discretized"  # the result compared with baselines
+
+    def check(self) -> None:
+        if len(self.components) < 2:
+            raise ConfigError(f"components: a hybrid needs at least two, got {self.components}")
+        if len(set(self.components)) != len(self.components):
+            raise ConfigError(f"components: each component once, got {self.components}")
+        if len(set(self.retrain)) != len(self.retrain):
+            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
+        if self.compare != "search" and self.compare not in self.retrain:
+            raise ConfigError(f"compare: {self.compare!r} is not retrained (retrain: {self.retrain}); "
+                              f"allowed: search, {', '.join(self.retrain) or 'nothing else'}")
 
 
 @dataclass
@@ -42,6 +78,10 @@ class MADExperimentsConfig(MADSelection):
     n_blocks: int = bounded(2, ge=1)
     # Components as LanguageModel configs without vocab_size / n_ctx (set by each task).
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])  # of Manticore[components]
+    # Existing hybrids trained alone, as the components are (LanguageModel configs, same form).
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hybrids: dict[str, HybridConfig] = field(default_factory=dict)
     search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -54,11 +94,96 @@ class MADExperimentsConfig(MADSelection):
             raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
         if any(t.task == "compression" for t in self.tasks().values()):
             raise ConfigError("settings: compression is not a next-token task; Manticore's MAD table leaves it out")
+        if len(set(self.retrain)) != len(self.retrain):
+            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
+        if both := sorted(set(self.components) & set(self.baselines)):
+            raise ConfigError(f"baselines.{both[0]}: also a component; give it another name")
+        depths = {}
+        for group, models in (("components", self.components), ("baselines", self.baselines)):
+            for name, raw in models.items():
+                depths[name] = len(from_dict(LMConfig, raw, where=f"{group}.{name}").layers)
+        if self.hybrids and not self.baselines:
+            raise ConfigError("hybrids: compared with existing hybrids, but baselines is empty")
+        runs = [*depths, "manticore", *(f"manticore_{mode}" for mode in self.retrain)]
+        for name, hybrid in self.hybrids.items():
+            for run in (name, *(f"{name}_{mode}" for mode in hybrid.retrain)):
+                if run in runs:
+                    raise ConfigError(f"hybrids.{name}: its run {run!r} would share a run directory; "
+                                      f"taken: {', '.join(runs)}")
+                runs.append(run)
+        for label, names in [("components", list(self.components)),
+                             *((f"hybrids.{h}.components", hy.components) for h, hy in self.hybrids.items())]:
+            for name in names:
+                if name not in depths:
+                    raise ConfigError(f"{label}: {name!r} is neither a component nor a baseline; "
+                                      f"known: {', '.join(depths)}")
+                if depths[name] % self.n_blocks:
+                    raise ConfigError(f"n_blocks: {self.n_blocks} must divide the depth of every hybrid component; "
+                                      f"{name} has {depths[name]} blocks (in {label})")
+
+
+def lm_configs(models: dict[str, dict[str, Any]], vocab_size: int, n_ctx: int, where: str) -> dict[str, LMConfig]:
+    return {name: from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx}, where=f"{where}.{name}")
+            for name, raw in models.items()}
 
 
 def component_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    return {name: from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
-                            where=f"mad_experiments.components.{name}") for name, raw in cfg.components.items()}
+    return lm_configs(cfg.components, vocab_size, n_ctx, "mad_experiments.components")
+
+
+def baseline_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    return lm_configs(cfg.baselines, vocab_size, n_ctx, "mad_experiments.baselines")
+
+
+def build_lm(lm: LMConfig, where: str) -> LanguageModel:
+    """A `LanguageModel`, with a block's rejection of its options (a ValueError) as a `ConfigError`."""
+    try:
+        return LanguageModel(lm)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int) -> Manticore:
+    """Manticore over fresh copies of `configs` (in order), mixture weights uniform."""
+    return Manticore([build_lm(c, f"mad_experiments: hybrid component {n}") for n, c in configs.items()],
+                     ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size))
+
+
+def search_and_retrain(configs: dict[str, LMConfig], retrain: list[str], task: MADTaskConfig,
+                       cfg: MADExperimentsConfig, run_root: Path, label: str) -> dict[str, dict]:
+    """Search a Manticore over `configs` (run dir `run_root/label`), then each retraining in
+    `retrain` (run dir `run_root/label_<mode>`) from the search's initial weights. Returns the
+    scores by "search" and mode; each with its alphas, the search's also with its alpha path."""
+    L.seed_everything(cfg.seed, verbose=False)
+    hybrid = build_hybrid(configs, cfg.n_blocks, task.vocab_size)
+    start = snapshot(hybrid)
+    module = ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, cfg.search, shift_labels=False)
+    run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": cfg.n_blocks,
+                  "search": asdict(cfg.search)}
+    metrics = MetricsJSON(run_root / label / "metrics.json")
+    search_trainer = replace(cfg.trainer, gradient_clip_val=None)  # the search module clips itself
+    out = {"search": train_module_on_mad(module, task, search_trainer, run_root / label, cfg.batch_size, cfg.seed,
+                                         run_config, callbacks=[metrics])}
+    out["search"]["alphas"] = hybrid.mixture_weights(sample=False).detach().tolist()
+    out["search"]["trajectory"] = alpha_trajectory(metrics.history, cfg.n_blocks, len(configs))
+
+    for mode in retrain:
+        net = copy.deepcopy(hybrid)
+        if mode == "discretized":
+            net.discretize()
+        else:
+            freeze_alphas(net)
+        rewind(net, start)
+        out[mode] = train_module_on_mad(CausalLMModule(net, task.vocab_size, cfg.optim, shift_labels=False), task,
+                                        cfg.trainer, run_root / f"{label}_{mode}", cfg.batch_size, cfg.seed,
+                                        {**run_config, mode: True})
+        out[mode]["alphas"] = net.mixture_weights(sample=False).detach().tolist()
+    return out
+
+
+def matches(loss: float, best: float, tolerance: float) -> bool:
+    """The paper's Table 2 compares test losses; "matches" allows `tolerance` relative."""
+    return loss <= best * (1 + tolerance)
 
 
 @exit_on_user_error
@@ -68,45 +193,66 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/mad_experiments.json"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
-    search_trainer = replace(cfg.trainer, gradient_clip_val=None)  # the search module clips itself
+    tasks = cfg.tasks()
+
+    # Every network once before any training, so that a block's rejected option stops the stage now.
+    first = next(iter(tasks.values()))
+    n_ctx = sequence_length(first)
+    for group, configs in (("components", component_configs(cfg, first.vocab_size, n_ctx)),
+                           ("baselines", baseline_configs(cfg, first.vocab_size, n_ctx))):
+        for name, lm_cfg in configs.items():
+            build_lm(lm_cfg, f"mad_experiments.{group}.{name}")
 
     results = {}
-    for entry, task in cfg.tasks().items():
+    for entry, task in tasks.items():
         run_root = args.run_dir / entry.replace("/", "_")
-        configs = component_configs(cfg, task.vocab_size, sequence_length(task))
-        row = {}
-        for name, lm_cfg in configs.items():
-            row[name] = train_on_mad(lm_cfg, task, cfg.trainer, run_root / name, cfg.optim, cfg.batch_size, cfg.seed)
+        n_ctx = sequence_length(task)
+        configs = component_configs(cfg, task.vocab_size, n_ctx)
+        baselines = baseline_configs(cfg, task.vocab_size, n_ctx)
+        trained = {name: train_on_mad(lm_cfg, task, cfg.trainer, run_root / name, cfg.optim, cfg.batch_size, cfg.seed)
+                   for name, lm_cfg in {**configs, **baselines}.items()}
+        row = {name: trained[name] for name in configs}
 
-        L.seed_everything(cfg.seed, verbose=False)
-        hybrid = Manticore([LanguageModel(c) for c in configs.values()],
-                           ManticoreConfig(n_blocks=cfg.n_blocks, vocab_size=task.vocab_size))
-        start = snapshot(hybrid)
-        module = ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, cfg.search, shift_labels=False)
-        run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": cfg.n_blocks,
-                      "search": asdict(cfg.search)}
-        row["manticore"] = train_module_on_mad(module, task, search_trainer, run_root / "manticore", cfg.batch_size,
-                                               cfg.seed, run_config)
-        row["manticore"]["alphas"] = hybrid.mixture_weights(sample=False).detach().tolist()
-
-        discrete = copy.deepcopy(hybrid)
-        discrete.discretize()
-        rewind(discrete, start)
-        row["manticore_discretized"] = train_module_on_mad(
-            CausalLMModule(discrete, task.vocab_size, cfg.optim, shift_labels=False), task, cfg.trainer,
-            run_root / "manticore_discretized", cfg.batch_size, cfg.seed, {**run_config, "discretized": True})
-        row["manticore_discretized"]["alphas"] = discrete.mixture_weights().tolist()
-
-        # The paper's Table 2 compares test losses; "matches" allows `match_tolerance` relative.
+        hybrid = search_and_retrain(configs, cfg.retrain, task, cfg, run_root, "manticore")
+        row["manticore"] = hybrid["search"]
+        for mode in cfg.retrain:
+            row[f"manticore_{mode}"] = hybrid[mode]
         best_component = min(row[n]["loss"] for n in configs)
-        row["manticore_matches_best_component"] = row["manticore"]["loss"] <= best_component * (1 + cfg.match_tolerance)
-        results[entry] = row
-        log.info("%s: %s", entry, {k: round(v["accuracy"], 3) for k, v in row.items() if isinstance(v, dict)})
+        row["manticore_matches_best_component"] = matches(row["manticore"]["loss"], best_component, cfg.match_tolerance)
 
+        if baselines:
+            row["baselines"] = {name: trained[name] for name in baselines}
+            best_baseline = min(r["loss"] for r in row["baselines"].values())
+            row["hybrids"] = {}
+            for name, spec in cfg.hybrids.items():
+                parts = {n: ({**configs, **baselines})[n] for n in spec.components}
+                out = search_and_retrain(parts, spec.retrain, task, cfg, run_root, name)
+                loss = out[spec.compare]["loss"]
+                out["matches_best_baseline"] = matches(loss, best_baseline, cfg.match_tolerance)
+                out["matches"] = {b: matches(loss, r["loss"], cfg.match_tolerance) for b, r in row["baselines"].items()}
+                row["hybrids"][name] = out
+        results[entry] = row
+        log.info("%s: test loss %s", entry, {**{k: round(v["loss"], 3) for k, v in row.items()
+                                                 if isinstance(v, dict) and "loss" in v},
+                                              **{k: round(v["loss"], 3) for k, v in row.get("baselines", {}).items()},
+                                              **{k: round(v[cfg.hybrids[k].compare]["loss"], 3)
+                                                 for k, v in row.get("hybrids", {}).items()}})
+
+    n = len(results)
     matched = sum(r["manticore_matches_best_component"] for r in results.values())
-    summary = {"tasks": len(results), "manticore_matches_or_beats_best_component": matched,
-               "on_most_tasks": matched > len(results) / 2, "match_tolerance": cfg.match_tolerance}
+    summary = {"tasks": n, "manticore_matches_or_beats_best_component": matched, "on_most_tasks": matched > n / 2,
+               "match_tolerance": cfg.match_tolerance}
+    if cfg.hybrids:
+        summary["hybrids"] = {}
+        for name, spec in cfg.hybrids.items():
+            rows = [r["hybrids"][name] for r in results.values()]
+            best = sum(r["matches_best_baseline"] for r in rows)
+            summary["hybrids"][name] = {
+                "compared": spec.compare, "matches_or_beats_best_baseline": best, "on_most_tasks": best > n / 2,
+                "matches_or_beats": {b: sum(r["matches"][b] for r in rows) for b in cfg.baselines}}
     write_json(args.out, {"profile": profile, "components": list(cfg.components), "n_blocks": cfg.n_blocks,
+                          "baselines": list(cfg.baselines),
+                          "hybrids": {name: asdict(spec) for name, spec in cfg.hybrids.items()},
                           "summary": summary, "tasks": results})
     log.info("wrote %s: %s", args.out, summary)
 

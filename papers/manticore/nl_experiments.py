@@ -39,7 +39,7 @@ from common.training.trainer import TrainerConfig, train
 from papers.manticore.alphas import sweep_grid
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.search import ManticoreSearchModule, SearchConfig, rewind, snapshot
+from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory, rewind, snapshot
 
 log = logging.getLogger("nl_experiments")
 METHODS = {"darts": "softmax", "dash": "gumbel"}
@@ -97,6 +97,40 @@ class Runner:
             "profile": self.profile, "name": name, "config": asdict(self.cfg), "steps": steps})
         return metrics.history
 
+    def pretrain_projectors(self, general: Path, steps: int, name: str = "projectors") -> tuple[dict, list[dict]]:
+        """Step 1: projectors and embeddings trained on general text for `steps` batches, components
+        frozen, uniform alphas. Returns the weights every later run starts from, and the
+        validation history."""
+        base = self.hybrid("fixed", None)
+        base.components.requires_grad_(False)
+        history = []
+        if steps:
+            history = self.fit(name, CausalLMModule(base, self.vocab_size, self.cfg.optim), general, steps)
+        return snapshot(base), [r for r in history if "val/loss" in r]
+
+    def sweep(self, start: dict, completions: Path, prefix: str = "sweep") -> list[dict]:
+        """Step 2: the landscape, every fixed alpha of the grid fine-tuned for `train_steps`."""
+        points = []
+        for k, alphas in enumerate(sweep_grid(self.cfg.n_blocks, self.cfg.sweep_points)):
+            points.append({"alphas": alphas.tolist(),
+                           "val_loss": self.retrain(f"{prefix}_{k}", alphas, start, completions)})
+            log.info("sweep %s: %.4f", alphas[:, 1].tolist(), points[-1]["val_loss"])
+        return points
+
+    def retrain(self, name: str, alphas: torch.Tensor, start: dict, completions: Path) -> float:
+        """All weights fine-tuned from `start` with `alphas` frozen; the final validation loss."""
+        net = self.hybrid("fixed", start)
+        net.set_alphas(alphas)
+        return val_loss(self.fit(name, CausalLMModule(net, self.vocab_size, self.cfg.optim), completions,
+                                 self.cfg.train_steps))
+
+
+def load_components(directory: Path, names: list[str]) -> list[LanguageModel]:
+    missing = [n for n in names if not (directory / n / "config.json").is_file()]
+    if missing:
+        raise DataError(f"{directory}: no component {missing}; run the components stage first")
+    return [load_language_model(directory / n) for n in names]
+
 
 def val_loss(history: list[dict]) -> float:
     return next(r["val/loss"] for r in reversed(history) if "val/loss" in r)
@@ -118,7 +152,10 @@ def plot_landscape(sweep: list[dict], searched: dict, names: list[str], path: Pa
         grid = torch.full((len(points), len(points)), float("nan"))
         for s in sweep:
             grid[points.index(s["alphas"][1][1]), points.index(s["alphas"][0][1])] = s["val_loss"]
-        image = ax.imshow(grid.numpy(), origin="lower", extent=(0, 1, 0, 1), cmap="viridis_r")
+        # Pixel centres on the grid points (the grid is evenly spaced).
+        half = (points[1] - points[0]) / 2 if len(points) > 1 else 0.5
+        low, high = points[0] - half, points[-1] + half
+        image = ax.imshow(grid.numpy(), origin="lower", extent=(low, high, low, high), cmap="viridis_r")
         fig.colorbar(image, ax=ax, label="validation loss")
         for label, res in searched.items():
             trajectory = res["trajectory"]
@@ -142,32 +179,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/nl_landscape.png"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "nl_experiments", NLExperimentsConfig)
-    missing = [n for n in cfg.components if not (args.components / n / "config.json").is_file()]
-    if missing:
-        raise DataError(f"{args.components}: no component {missing}; run the components stage first")
-    components = [load_language_model(args.components / n) for n in cfg.components]
+    components = load_components(args.components, cfg.components)
     vocab_size = components[0].cfg.vocab_size
     runner = Runner(cfg, components, vocab_size, args.run_dir, profile)
-
-    # 1. Projector pretraining, components frozen, uniform alphas.
-    base = runner.hybrid("fixed", None)
-    for comp in base.components:
-        comp.requires_grad_(False)
-    projector_history = []
-    if cfg.projector_steps:
-        projector_history = runner.fit("projectors", CausalLMModule(base, vocab_size, cfg.optim), args.general,
-                                       cfg.projector_steps)
-    base.components.requires_grad_(True)
-    start = snapshot(base)
-
-    # 2. The fixed-alpha landscape.
-    sweep = []
-    for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points)):
-        net = runner.hybrid("fixed", start)
-        net.set_alphas(alphas)
-        history = runner.fit(f"sweep_{k}", CausalLMModule(net, vocab_size, cfg.optim), args.completions, cfg.train_steps)
-        sweep.append({"alphas": alphas.tolist(), "val_loss": val_loss(history)})
-        log.info("sweep %s: %.4f", alphas[:, 1].tolist(), sweep[-1]["val_loss"])
+    start, projector_history = runner.pretrain_projectors(args.general, cfg.projector_steps)
+    sweep = runner.sweep(start, args.completions)
 
     # 3. Search, rewind, retrain.
     searched = {}
@@ -178,14 +194,9 @@ def main(argv: list[str] | None = None) -> None:
             module = ManticoreSearchModule(net, vocab_size, cfg.optim, replace(cfg.search, update=update))
             history = runner.fit(f"search_{label}", module, args.completions, cfg.search_steps, manual=True)
             alphas = net.mixture_weights(sample=False).detach()
-            keys = [[f"train/alpha_{i}_{m}" for m in range(2)] for i in range(cfg.n_blocks)]
-            trajectory = [[[row[k] for k in block] for block in keys] for row in history if keys[0][0] in row]
-            retrained = runner.hybrid("fixed", start)
-            retrained.set_alphas(alphas)
-            retrain_history = runner.fit(f"retrain_{label}", CausalLMModule(retrained, vocab_size, cfg.optim),
-                                         args.completions, cfg.train_steps)
             searched[label] = {"alphas": alphas.tolist(), "search_val_loss": val_loss(history),
-                               "val_loss": val_loss(retrain_history), "trajectory": trajectory}
+                               "val_loss": runner.retrain(f"retrain_{label}", alphas, start, args.completions),
+                               "trajectory": alpha_trajectory(history, cfg.n_blocks, 2)}
             log.info("%s: alphas %s, retrained %.4f", label, alphas[:, 1].tolist(), searched[label]["val_loss"])
 
     # 4. The learned ensemble.
@@ -209,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     write_json(args.out, {"profile": profile, "components": cfg.components, "summary": summary, "sweep": sweep,
                           "searched": searched, "ensemble": ensemble_result,
-                          "projector_pretraining": [r for r in projector_history if "val/loss" in r]})
+                          "projector_pretraining": projector_history})
     plot_landscape(sweep, searched, cfg.components, args.plot)
     log.info("wrote %s: %s", args.out, summary)
 

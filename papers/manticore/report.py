@@ -66,6 +66,31 @@ PAPER_TABLE2 = {"in-context-recall": (4.0771, 4.1858, 4.0768), "fuzzy-in-context
 PAPER_TABLE5 = {"in-context-recall": (0.0068, 0.0081), "fuzzy-in-context-recall": (4.1764, 4.1729),
                 "noisy-in-context-recall": (4.1628, 4.1614), "selective-copying": (0.0849, 0.0006),
                 "memorization": (8.9416, 8.9402)}
+# Table 6 (its middle columns and Manticore are Table 2 left): Striped Hyena Experts + MoE-MLP, striped
+# MH-Hyena + MoE-MLP, Mambaformer, Manticore[striped MH-Hyena + MoE, GPT-Neo, Mamba]; test loss.
+PAPER_TABLE6 = {"in-context-recall": (4.0315, 3.7153, 0.0020, 0.0048),
+                "fuzzy-in-context-recall": (4.1749, 4.1714, 4.1712, 4.1750),
+                "noisy-in-context-recall": (4.1640, 4.1643, 4.1646, 4.1607),
+                "selective-copying": (2.1731, 1.8021, 0.0005, 0.0171),
+                "memorization": (8.8537, 8.8353, 5.2179, 8.9254)}
+PAPER_EXISTING_HYBRIDS = {"striped_hyena_experts_moe": 0, "striped_mh_hyena_moe": 1, "mambaformer": 2}
+TABLE2_LEFT = ("striped_mh_hyena_moe", "mambaformer")  # Table 6 adds the Hyena-experts model
+
+
+def mad_cell(r: dict | None, paper: float | None = None) -> str:
+    ours = "-" if r is None else f"{r['loss']:.3f} ({r['accuracy']:.2f})"
+    return ours + (f" [{paper}]" if paper is not None else "")
+
+
+def count_verdict(ours: int, paper: int | None, n: int) -> str:
+    """Ours against the paper's own numbers under the same rule and tasks (None: no paper numbers,
+    then a majority of tasks)."""
+    if paper is None:
+        return f"{'reproduced' if ours > n / 2 else 'not reproduced'}: {ours} of {n} tasks (no paper numbers)"
+    said = f"{ours} of {n} tasks (the paper's numbers, same rule: {paper} of {n})"
+    if ours >= paper:
+        return f"reproduced: {said}"
+    return f"direction reproduced: {said}" if ours > n / 2 else f"not reproduced: {said}"
 
 
 def mad_experiments(res: dict) -> str:
@@ -77,25 +102,194 @@ def mad_experiments(res: dict) -> str:
     for entry, row in res["tasks"].items():
         task = entry.split("/")[1]
         paper2, paper5 = PAPER_TABLE2.get(task), PAPER_TABLE5.get(task)
-
-        def cell(r, paper=None):
-            return f"{r['loss']:.3f} ({r['accuracy']:.2f})" + (f" [{paper}]" if paper is not None else "")
-
-        comps = [cell(row[n], paper2[i] if paper2 else None) for i, n in enumerate(names)]
+        comps = [mad_cell(row[n], paper2[i] if paper2 else None) for i, n in enumerate(names)]
         alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in row["manticore"]["alphas"])
-        lines.append(f"| {entry} | " + " | ".join(comps) + f" | {cell(row['manticore'], paper2[2] if paper2 else None)} | "
-                     f"{cell(row['manticore_discretized'], paper5[1] if paper5 else None)} | {alphas} | "
+        lines.append(f"| {entry} | " + " | ".join(comps) + f" | {mad_cell(row['manticore'], paper2[2] if paper2 else None)} | "
+                     f"{mad_cell(row.get('manticore_discretized'), paper5[1] if paper5 else None)} | {alphas} | "
                      f"{'yes' if row['manticore_matches_best_component'] else 'no'} |")
     s = res["summary"]
     verdict = (f"reproduced: Manticore matches or beats the better component on {s['manticore_matches_or_beats_best_component']}"
                f" of {s['tasks']} tasks" if s["on_most_tasks"] else
                f"not reproduced: Manticore matches or beats the better component on only "
                f"{s['manticore_matches_or_beats_best_component']} of {s['tasks']} tasks")
-    return "\n".join(lines + ["", f"**Verdict** (within {s['match_tolerance']:.0%} of the better component's loss): "
-                                   f"{verdict}."])
+    lines += ["", f"**Verdict** (within {s['match_tolerance']:.0%} of the better component's loss): {verdict}."]
+    for name, spec in res.get("hybrids", {}).items():
+        lines += ["", *mad_hybrid_table(res, name, spec)]
+    return "\n".join(lines)
 
 
-TABLES = {"components": components, "nl_experiments": nl_experiments, "mad_experiments": mad_experiments}
+def mad_hybrid_table(res: dict, name: str, spec: dict) -> list[str]:
+    """Table 2 (left) and Table 6: existing hybrids trained alone against a further Manticore hybrid."""
+    baselines, tol = res["baselines"], res["summary"]["match_tolerance"]
+    runs = ["search", *spec["retrain"]]
+    missing = [b for b in PAPER_EXISTING_HYBRIDS if b not in baselines]
+    shown = missing + baselines  # the paper's Hyena-experts column too, unrun
+    lines = [f"`{name}` = Manticore[{', '.join(spec['components'])}], {res['n_blocks']} Manticore blocks, against "
+             "existing hybrids trained alone. Test loss (accuracy); in brackets the paper's: Table 6 for the existing "
+             f"hybrids, Table 2 (left)'s Manticore beside the result compared (`{spec['compare']}`), Table 5's "
+             "non-discretized / discretized beside the others:", "",
+             "| task | " + " | ".join(shown) + " | " + " | ".join(f"Manticore {r}" for r in runs)
+             + " | alphas searched (per block) | matches best existing hybrid? |",
+             "|---|" + "---|" * (len(shown) + len(runs) + 2)]
+    tasks = [entry.split("/")[1] for entry in res["tasks"]]
+    for (entry, row), task in zip(res["tasks"].items(), tasks):
+        paper6, paper5 = PAPER_TABLE6.get(task), PAPER_TABLE5.get(task)
+        hybrid = row["hybrids"][name]
+        cells = [mad_cell(row["baselines"].get(b), paper6[PAPER_EXISTING_HYBRIDS[b]]
+                          if paper6 and b in PAPER_EXISTING_HYBRIDS else None) for b in shown]
+        paper = {}
+        if paper5:
+            paper["discretized"] = paper5[1]
+            paper["frozen" if "frozen" in runs else "search"] = paper5[0]
+        if paper6:
+            paper[spec["compare"]] = paper6[3]
+        cells += [mad_cell(hybrid[r], paper.get(r)) for r in runs]
+        alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in hybrid["search"]["alphas"])
+        lines.append(f"| {entry} | " + " | ".join(cells) + f" | {alphas} | "
+                     f"{'yes' if hybrid['matches_best_baseline'] else 'no'} |")
+    s, n = res["summary"]["hybrids"][name], len(tasks)
+
+    def paper_count(columns: list[int]) -> int | None:
+        """Tasks where the paper's Manticore is within `tol` of the best of these columns."""
+        if not columns or not all(t in PAPER_TABLE6 for t in tasks):
+            return None
+        return sum(PAPER_TABLE6[t][3] <= min(PAPER_TABLE6[t][c] for c in columns) * (1 + tol)
+                   for t in tasks)
+
+    known = [b for b in baselines if b in PAPER_EXISTING_HYBRIDS]
+    verdicts = [(f"Manticore matches or beats the better existing hybrid of {', '.join(baselines)} (the paper's text: "
+                 "on all but one task)",
+                 count_verdict(s["matches_or_beats_best_baseline"],
+                               paper_count([PAPER_EXISTING_HYBRIDS[b] for b in known]), n))]
+    verdicts += [(f"Manticore matches or beats {b}",
+                  count_verdict(s["matches_or_beats"][b], paper_count([PAPER_EXISTING_HYBRIDS[b]]), n))
+                 for b in known]
+    lines += ["", f"A match is a test loss within {tol:.0%} of the other's, for ours and for the paper's numbers alike.",
+              "", "| claim | verdict |", "|---|---|"] + [f"| {claim} | {verdict} |" for claim, verdict in verdicts]
+    if missing:
+        lines += ["", f"Not run: {', '.join(missing)}: `common/blocks` has no Hyena-experts block (a router over "
+                      "Hyena experts), so that column holds the paper's number alone."]
+    return lines
+
+
+def programmed(res: dict) -> str:
+    first, second = res["components"]
+    summary, sweep = res["summary"], res["sweep"]
+    points = sorted({s["alphas"][0][1] for s in sweep})
+    loss = {tuple(row[1] for row in s["alphas"]): s["val_loss"] for s in sweep}
+    lines = [f"Fixed-alpha landscape (rows: block 2's weight of `{second}`, columns: block 1's; all weights "
+             "fine-tuned on the completions):", "",
+             "| block 2 / block 1 | " + " | ".join(f"{p:.2f}" for p in points) + " |",
+             "|---|" + "---|" * len(points)]
+    lines += [f"| {b2:.2f} | " + " | ".join(f"{loss[(b1, b2)]:.4f}" for b1 in points) + " |" for b2 in points]
+    alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in res["programmed"]["alphas"])
+    lines += ["", "| hybrid | alphas (per block) | val loss |", "|---|---|---|"]
+    lines += [f"| {name} alone | - | {v:.4f} |" for name, v in summary["components_alone"].items()]
+    lines += [f"| frankenmerge: {name} | - | {v:.4f} |" for name, v in summary["frankenmerges"].items()]
+    lines += [f"| programmed with MAD (mean of {len(res['mad_searched'])} tasks' searched alphas) | {alphas} | "
+              f"{summary['programmed_val_loss']:.4f} |",
+              f"| best grid point | {'; '.join('/'.join(f'{a:.2f}' for a in b) for b in summary['sweep_best']['alphas'])} | "
+              f"{summary['sweep_best']['val_loss']:.4f} |"]
+    worst = max(summary["frankenmerges"].values())
+    best = min(summary["frankenmerges"].values())
+    verdict = ("reproduced" if summary["beats_both_frankenmerges"] else
+               f"not reproduced: programmed {summary['programmed_val_loss']:.4f} vs frankenmerges "
+               f"{best:.4f} and {worst:.4f}")
+    return "\n".join(lines + ["", f"**Verdict** (MAD-programmed alphas beat both naive frankenmerges): {verdict}."])
+
+
+def projector_budget(res: dict) -> str:
+    rows, summary = res["budgets"], res["summary"]
+    second = res["components"][1]
+    points = [s["alphas"][0][1] for s in rows[0]["sweep"]]
+    lines = [f"Validation loss after fine-tuning, per alpha of `{second}` (columns) and projector-pretraining budget "
+             f"(rows; {res['sequence_length']}-token sequences):", "",
+             "| tokens (steps) | " + " | ".join(f"{p:.2f}" for p in points) + " | best alpha |",
+             "|---|" + "---|" * (len(points) + 1)]
+    for r in rows:
+        lines.append(f"| {r['tokens']:,} ({r['steps']}) | " + " | ".join(f"{s['val_loss']:.4f}" for s in r["sweep"]) +
+                     f" | {r['best_alpha']:.2f} |")
+    best = {r["best_alpha"] for r in rows}
+    if len(best) == 1 and best <= {0.0, 1.0}:
+        # A component alone wins at every budget: there is no hybrid optimum whose stability to judge.
+        alone = res["components"][int(best.pop())]
+        verdict = f"not testable here: {alone} alone is the best point at every budget, so no hybrid optimum forms"
+    elif summary["stabilises_before_largest_budget"]:
+        verdict = f"the best alpha is stable from {summary['stable_from_tokens']:,} tokens on"
+    else:
+        verdict = "not shown: the best alpha still moves at the largest budget"
+    return "\n".join(lines + ["", f"**Verdict** (paper: the optimum stabilises at about 70M of 100M tokens): {verdict}."])
+
+
+# Tables 3 and 7 of the paper: accuracy (%) from scratch of GPT-Neo, Mamba and Manticore[GPT-Neo, Mamba];
+# None where GPT-Neo cannot read the sequence (N/A in the paper).
+PAPER_TABLE3 = {"listops": (37.90, 20.65, 38.70), "imdb": (59.62, 87.74, 72.44), "cifar10": (39.37, 20.81, 43.15),
+                "pathfinder32": (89.41, 85.76, 91.45)}
+PAPER_TABLE7 = {(64, 6): (None, 80.40, 80.40), (64, 9): (None, 90.01, 90.01), (64, 14): (None, 86.87, 86.87),
+                (128, 6): (None, 75.50, 75.50)}
+
+
+def _lra_task(task: dict) -> tuple[str, tuple | None]:
+    """A task's label and the paper's accuracies for it (Table 3, or Table 7 by canvas and paddles)."""
+    if task["task"] == "pathfinder":
+        label = f"Pathfinder {task['size']}x{task['size']}, {task['path_length']} paddles"
+        if task["size"] == 32:
+            return label, PAPER_TABLE3["pathfinder32"]
+        return label, PAPER_TABLE7.get((task["size"], task["path_length"]))
+    labels = {"listops": "ListOps", "imdb": "IMDb (bytes)", "cifar10": "CIFAR-10 (pixels)"}
+    return labels[task["task"]], PAPER_TABLE3.get(task["task"])
+
+
+def lra_experiments(res: dict) -> str:
+    models = [*res["components"], "manticore"]
+    lines = ["Validation accuracy (%), the paper's in brackets; chance is the majority-class rate. Searched: every "
+             "component reads the sequence and the mixture weights are searched while training (Table 3). "
+             "Programmed: a component that cannot read it (beyond its positions) gets weight 0 in every block and "
+             "never runs (Table 7, and Table 3's Pathfinder-X).", "",
+             "| task | tokens | steps | " + " | ".join(models[:-1]) + " | Manticore | alphas (per block) | chance | "
+             "Manticore matches best? |",
+             "|---|---|---|" + "---|" * (len(models) + 3)]
+    for row in res["tasks"].values():
+        label, paper = _lra_task(row["task"])
+        cells = []
+        for i, m in enumerate(models):
+            r = row["models"][m]
+            cell = f"{100 * r['accuracy']:.1f}" if r["runs"] else "n/a"
+            if paper is not None:
+                cell += f" [{paper[i] if paper[i] is not None else 'N/A'}]"
+            cells.append(cell)
+        hybrid = row["models"]["manticore"]
+        alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in hybrid["alphas"])
+        match = "-" if row["programmed"] else ("yes" if row["manticore_matches_best_component"] else "no")
+        lines.append(f"| {label} | {row['sequence_length']} | {row['steps']} | " + " | ".join(cells) +
+                     f" | {hybrid['mode']}: {alphas} | {100 * hybrid['majority_rate']:.1f} | {match} |")
+    s = res["summary"]
+    verdicts = []
+    if s["searched_tasks"]:
+        k, n = s["manticore_matches_or_beats_best_component"], len(s["tasks_above_chance"])
+        if s["on_most_tasks_above_chance"] is None:
+            verdict = "not shown: every model is at or below chance on every searched task at this budget"
+        else:
+            verdict = (f"reproduced on {k} of {n}" if s["on_most_tasks_above_chance"] else
+                       f"not reproduced: {k} of {n}") + " tasks where some model beats chance"
+            if s["at_chance"]:
+                verdict += f"; every model at chance on {', '.join(s['at_chance'])}"
+        verdicts.append((f"Manticore matches (within {100 * s['match_tolerance']:.1f} accuracy points) or beats the "
+                         "better component (paper: on every task but IMDb)", verdict))
+    for name, p in s["programmed"].items():
+        alone = ", ".join(f"{c} alone {100 * a:.1f}%" for c, a in p["alone"].items())
+        chance = 100 * res["tasks"][name]["models"]["manticore"]["majority_rate"]
+        verdicts.append((f"{name}: the programmed hybrid trains on {p['sequence_length']}-token sequences that "
+                         f"{', '.join(p['excluded'])} cannot read",
+                         f"reproduced: {100 * p['accuracy']:.1f}% vs {alone} (paper: one number for both, Manticore "
+                         f"reduces to Mamba); {'above' if p['above_chance'] else 'not above'} chance ({chance:.1f}%)"))
+    lines += ["", "| claim | verdict |", "|---|---|"] + [f"| {claim} | {verdict} |" for claim, verdict in verdicts]
+    return "\n".join(lines)
+
+
+TABLES = {"components": components, "nl_experiments": nl_experiments, "mad_experiments": mad_experiments,
+          "programmed": programmed, "projector_budget": projector_budget,
+          "lra_experiments": lra_experiments}
 
 
 def render(readme: str, results_dir: Path) -> str:

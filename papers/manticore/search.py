@@ -99,6 +99,12 @@ class ManticoreSearchModule(CausalLMModule):
         return loss
 
 
+def alpha_trajectory(history: list[dict], n_blocks: int, n_components: int) -> list[list[list[float]]]:
+    """The logged `train/alpha_{i}_{m}` of a search's metric history, one `[L, M]` point per row."""
+    keys = [[f"train/alpha_{i}_{m}" for m in range(n_components)] for i in range(n_blocks)]
+    return [[[row[k] for k in block] for block in keys] for row in history if keys[0][0] in row]
+
+
 def snapshot(net: Manticore) -> dict[str, torch.Tensor]:
     """A copy of every weight except the mixture weights."""
     return {k: v.detach().clone() for k, v in net.state_dict().items() if k != "alphas"}

@@ -1,0 +1,54 @@
+"""The Figure 2 (right) and Figure 4 stages' inputs and settings: programming from MAD's searched
+alphas refuses a layout that differs from the hybrid's, and bad settings are one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from common.config import from_dict
+from common.errors import ConfigError, DataError
+from papers.manticore.programmed import ProgrammedConfig, corner, mad_alphas
+from papers.manticore.projector_budget import ProjectorBudgetConfig
+
+
+def write_mad(path, components, n_blocks):
+    row = {"manticore": {"alphas": [[0.25, 0.75]] * n_blocks, "trajectory": [[[0.5, 0.5]] * n_blocks]}}
+    path.write_text(json.dumps({"components": components, "n_blocks": n_blocks, "tasks": {"mad/a": row}}))
+
+
+def test_programming_reads_each_tasks_alphas(tmp_path):
+    write_mad(tmp_path / "mad.json", ["gpt_neo", "mamba"], 2)
+    searched = mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
+    assert searched == {"mad/a": {"alphas": [[0.25, 0.75]] * 2, "trajectory": [[[0.5, 0.5]] * 2]}}
+
+
+@pytest.mark.parametrize("components, n_blocks", [(["mamba", "gpt_neo"], 2), (["gpt_neo", "mamba"], 1)])
+def test_programming_refuses_another_layout(tmp_path, components, n_blocks):
+    write_mad(tmp_path / "mad.json", components, n_blocks)
+    with pytest.raises(ConfigError, match="same components in the same order"):
+        mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
+
+
+def test_programming_needs_the_mad_results(tmp_path):
+    with pytest.raises(DataError, match="mad_experiments"):
+        mad_alphas(tmp_path / "missing.json", ProgrammedConfig())
+
+
+def test_corner_finds_a_grid_point():
+    sweep = [{"alphas": [[1.0, 0.0], [0.0, 1.0]], "val_loss": 2.0}, {"alphas": [[0.0, 1.0], [1.0, 0.0]], "val_loss": 3.0}]
+    assert corner(sweep, (0.0, 1.0)) == 2.0 and corner(sweep, (1.0, 0.0)) == 3.0
+
+
+@pytest.mark.parametrize("cls, raw, match", [
+    (ProgrammedConfig, {"sweep_points": [0.0, 0.5]}, "must include 0 and 1"),
+    (ProgrammedConfig, {"n_blocks": 3}, "need 2"),
+    (ProgrammedConfig, {"components": ["gpt_neo"]}, "exactly two"),
+    (ProjectorBudgetConfig, {"budgets": [30, 0]}, "increasing order"),
+    (ProjectorBudgetConfig, {"budgets": []}, "increasing order"),
+    (ProjectorBudgetConfig, {"n_blocks": 2}, "one block"),
+])
+def test_bad_settings_are_one_line_errors(cls, raw, match):
+    with pytest.raises(ConfigError, match=match):
+        from_dict(cls, raw, where="stage").check()
