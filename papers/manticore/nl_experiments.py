@@ -46,31 +46,52 @@ METHODS = {"darts": "softmax", "dash": "gumbel"}
 
 
 @dataclass
-class NLExperimentsConfig:
+class SweepConfig:
+    """What every stage that fine-tunes Manticore[two components] on the completions shares: the
+    components, the grid of fixed alphas, and how each grid point trains."""
     seed: int = 0
     n_blocks: int = bounded(1, ge=1)
     components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
     projector_steps: int = bounded(100, ge=0)
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
-    methods: list[str] = field(default_factory=lambda: ["darts", "dash"])
-    updates: list[str] = field(default_factory=lambda: ["alternating", "simultaneous"])
-    search_steps: int = bounded(100, ge=1)
     train_steps: int = bounded(100, ge=1)
     batch_size: int = bounded(16, ge=1)
-    search: SearchConfig = field(default_factory=SearchConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    best_region_tolerance: float = bounded(0.02, ge=0)  # relative loss above the sweep's best
 
     def check(self) -> None:
         if len(self.components) != 2:
             raise ConfigError(f"components: the sweep and its plot need exactly two, got {self.components}")
+
+
+@dataclass
+class NLExperimentsConfig(SweepConfig):
+    methods: list[str] = field(default_factory=lambda: ["darts", "dash"])
+    updates: list[str] = field(default_factory=lambda: ["alternating", "simultaneous"])
+    search_steps: int = bounded(100, ge=1)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    best_region_tolerance: float = bounded(0.02, ge=0)  # relative loss above the sweep's best
+
+    def check(self) -> None:
+        super().check()
         for m in self.methods:
             if m not in METHODS:
                 raise ConfigError(f"methods: {m!r} unknown; allowed: {', '.join(METHODS)}")
         for u in self.updates:
             if u not in ("alternating", "simultaneous"):
                 raise ConfigError(f"updates: {u!r} unknown; allowed: alternating, simultaneous")
+
+
+def completions_parser(doc: str, runs: str, results: str, plot: str):
+    """The arguments every completions stage takes, with its own run directory, results and plot."""
+    parser = stage_parser(doc)
+    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
+    parser.add_argument("--completions", type=Path, default=Path("data/manticore/completions/tokenized"))
+    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
+    parser.add_argument("--run-dir", type=Path, default=Path(f"data/manticore/{runs}"))
+    parser.add_argument("--out", type=Path, default=Path(f"papers/manticore/results/{results}.json"))
+    parser.add_argument("--plot", type=Path, default=Path(f"papers/manticore/results/{plot}.png"))
+    return parser
 
 
 class Runner:
@@ -170,13 +191,7 @@ def plot_landscape(sweep: list[dict], searched: dict, names: list[str], path: Pa
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--completions", type=Path, default=Path("data/manticore/completions/tokenized"))
-    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/nl_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/nl_experiments.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/nl_landscape.png"))
+    parser = completions_parser(__doc__, "nl_runs", "nl_experiments", "nl_landscape")
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "nl_experiments", NLExperimentsConfig)
     components = load_components(args.components, cfg.components)

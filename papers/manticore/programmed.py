@@ -24,30 +24,21 @@ import torch
 from common.config import bounded
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage, stage_parser
-from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig
+from common.stages import load_stage
 from papers.manticore.alphas import average
-from papers.manticore.nl_experiments import Runner, load_components, plot_landscape
+from papers.manticore.nl_experiments import (Runner, SweepConfig, completions_parser, load_components,
+                                             plot_landscape)
 
 log = logging.getLogger("programmed")
 
 
 @dataclass
-class ProgrammedConfig:
-    seed: int = 0
+class ProgrammedConfig(SweepConfig):
     n_blocks: int = bounded(2, ge=1)
-    components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
-    projector_steps: int = bounded(100, ge=0)
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0])
-    train_steps: int = bounded(100, ge=1)
-    batch_size: int = bounded(16, ge=1)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
-        if len(self.components) != 2:
-            raise ConfigError(f"components: the landscape needs exactly two, got {self.components}")
+        super().check()
         if self.n_blocks != 2:
             raise ConfigError(f"n_blocks: the frankenmerges and the 2-D landscape need 2, got {self.n_blocks}")
         if not {0.0, 1.0} <= set(self.sweep_points):
@@ -73,14 +64,8 @@ def corner(sweep: list[dict], alpha_of_second: tuple[float, ...]) -> float:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--completions", type=Path, default=Path("data/manticore/completions/tokenized"))
-    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
+    parser = completions_parser(__doc__, "programmed_runs", "programmed", "programmed_landscape")
     parser.add_argument("--mad", type=Path, default=Path("papers/manticore/results/mad_experiments.json"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/programmed_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/programmed.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/programmed_landscape.png"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
     searched = mad_alphas(args.mad, cfg)

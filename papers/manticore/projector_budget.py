@@ -23,29 +23,19 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.stages import load_stage, stage_parser
-from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig
-from papers.manticore.nl_experiments import Runner, load_components
+from common.stages import load_stage
+from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, load_components
 
 log = logging.getLogger("projector_budget")
 
 
 @dataclass
-class ProjectorBudgetConfig:
-    seed: int = 0
-    n_blocks: int = bounded(1, ge=1)
-    components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
+class ProjectorBudgetConfig(SweepConfig):
     budgets: list[int] = field(default_factory=lambda: [0, 30, 100])  # projector-pretraining steps
-    sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     train_steps: int = bounded(60, ge=1)
-    batch_size: int = bounded(16, ge=1)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
-        if len(self.components) != 2:
-            raise ConfigError(f"components: the sweep needs exactly two, got {self.components}")
+        super().check()
         if self.n_blocks != 1:
             raise ConfigError(f"n_blocks: Figure 4 sweeps one block, got {self.n_blocks}")
         if not self.budgets or any(b < 0 for b in self.budgets) or self.budgets != sorted(set(self.budgets)):
@@ -70,13 +60,7 @@ def plot_budgets(rows: list[dict], second: str, path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--completions", type=Path, default=Path("data/manticore/completions/tokenized"))
-    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/budget_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/projector_budget.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/projector_budget.png"))
+    parser = completions_parser(__doc__, "budget_runs", "projector_budget", "projector_budget")
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
     components = load_components(args.components, cfg.components)
