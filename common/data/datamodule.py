@@ -77,19 +77,22 @@ class LoaderConfig:
 
     batch_size: int = bounded(16, ge=1)  # per device
     num_workers: int = bounded(0, ge=0)
+    n_ctx: int | None = bounded(None, ge=2)  # rows cut to their first n_ctx tokens (None: as stored)
 
 
 class TextDataModule(L.LightningDataModule):
     """Loads a tokenized `DatasetDict` written by the `tokenize` stage; `batch_size` is per device."""
 
     def __init__(self, data_dir: str | Path, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
-                 train_split: str = "train", val_split: str = "validation"):
+                 train_split: str = "train", val_split: str = "validation", n_ctx: int | None = None):
+        """`n_ctx` cuts every row to its first `n_ctx` tokens (None: rows as stored)."""
         super().__init__()
         self.data_dir = Path(data_dir)
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.seed = seed
         self.train_split, self.val_split = train_split, val_split
+        self.n_ctx = n_ctx
         self.data = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -104,5 +107,9 @@ class TextDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.data[self.val_split], batch_size=self.batch_size, shuffle=False, **self._loader_kwargs())
 
+    def _collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        batch = collate_lm(rows)
+        return batch if self.n_ctx is None else {k: v[:, :self.n_ctx] for k, v in batch.items()}
+
     def _loader_kwargs(self) -> dict:
-        return {"collate_fn": collate_lm, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+        return {"collate_fn": self._collate, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}

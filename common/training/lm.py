@@ -24,7 +24,8 @@ def train_language_model(lm_cfg: LMConfig, data: Path, loader: LoaderConfig, opt
     L.seed_everything(seed, workers=True, verbose=False)
     net = LanguageModel(lm_cfg)
     module = CausalLMModule(net, vocab_size=lm_cfg.vocab_size, optim=optim)
-    datamodule = TextDataModule(data, batch_size=loader.batch_size, num_workers=loader.num_workers, seed=seed)
+    datamodule = TextDataModule(data, batch_size=loader.batch_size, num_workers=loader.num_workers, seed=seed,
+                                n_ctx=loader.n_ctx)
     metrics = train(module, datamodule, trainer, run_dir, run_config={
         "profile": profile, "model": asdict(lm_cfg), "seed": seed, "data": asdict(loader),
         "optim": asdict(optim), "trainer": asdict(trainer)})

@@ -9,7 +9,6 @@ that stopped between validations are still compared on equal terms.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import asdict
 from pathlib import Path
@@ -18,7 +17,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from common.data.datamodule import TextDataModule, collate_lm
+from common.data.datamodule import TextDataModule
 from common.training.callbacks import MetricsJSON
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
@@ -28,21 +27,6 @@ log = logging.getLogger(__name__)
 WEIGHTS = "model.pt"
 
 
-def collate_cut(rows: list[dict], n_ctx: int) -> dict[str, torch.Tensor]:
-    return {key: value[:, :n_ctx] for key, value in collate_lm(rows).items()}
-
-
-class CutTextDataModule(TextDataModule):
-    """`TextDataModule` whose batches keep the first `n_ctx` positions of each row."""
-
-    def __init__(self, data_dir: str | Path, n_ctx: int, **kwargs):
-        super().__init__(data_dir, **kwargs)
-        self.n_ctx = n_ctx
-
-    def _loader_kwargs(self) -> dict:
-        return {**super()._loader_kwargs(), "collate_fn": functools.partial(collate_cut, n_ctx=self.n_ctx)}
-
-
 def train_network(net: nn.Module, *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,
                   optim: OptimConfig, trainer_cfg: TrainerConfig, batch_size: int, seed: int,
                   shift_labels: bool = True, run_config: dict | None = None) -> dict:
@@ -50,7 +34,7 @@ def train_network(net: nn.Module, *, vocab_size: int, data_dir: Path, n_ctx: int
     The trained weights are saved as `run_dir/model.pt` for the stages that reuse them."""
     L.seed_everything(seed, workers=True, verbose=False)
     module = CausalLMModule(net, vocab_size=vocab_size, optim=optim, shift_labels=shift_labels)
-    datamodule = CutTextDataModule(data_dir, n_ctx, batch_size=batch_size, seed=seed)
+    datamodule = TextDataModule(data_dir, batch_size=batch_size, seed=seed, n_ctx=n_ctx)
     metrics = MetricsJSON(run_dir / "metrics.json")
     trainer = build_trainer(trainer_cfg, run_dir, callbacks=[metrics])
     config = {"optim": asdict(optim), "trainer": asdict(trainer_cfg), "batch_size": batch_size, "seed": seed,
