@@ -11,7 +11,8 @@ from nbclient import NotebookClient
 
 from tests.test_dvc import _run, copy_checkout
 
-STAGES = ("clm", "representation", "generation", "autoencoders", "bidirectional", "retrieval", "memory", "report")
+STAGES = ("clm", "representation", "generation", "autoencoders", "bidirectional", "summaries", "retrieval", "memory",
+          "report")
 RESULTS = "papers/masked_mixers/results"
 
 
@@ -33,7 +34,10 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     rep = json.loads((results / "representation.json").read_text())["results"]
     assert {f"{m}/{s}/{t}" for m in ("mixer_flat", "llama_h4") for s in ("untrained", "trained")
             for t in ("full", "last_token")} <= set(rep)
+    summaries = json.loads((results / "summaries.json").read_text())
+    assert summaries["source"] == "corpus" and summaries["empty_summaries"] == 0
     retrieval = json.loads((results / "retrieval.json").read_text())
+    assert summaries["counts"] == {"train": retrieval["n_train"], "validation": retrieval["n_test"]}
     for source in retrieval["sources"].values():
         for c in retrieval["candidates"]:
             assert 0 <= source[f"c{c}"]["test_top1"] <= 1

@@ -1,7 +1,12 @@
-"""Stage `memory`: peak memory of one forward + backward pass (batch 1) for masked mixers and
-transformers at several depths and context lengths (the report's Tables S10/S11, on CPU).
+"""Stage `memory`: peak memory of one forward + backward pass for masked mixers and transformers
+at several depths and context lengths (the report's Tables S10/S11: GPU memory at batch 16).
+`device` picks CPU (the default; batch 1 at smoke and tiny) or CUDA (`auto` at paper, batch 16).
 
-Measured with the functions of `benchmarks/mixer_memory.py`: the resident-memory high-water mark
+On CUDA: `model_mib` = allocated memory after building - before; `step_mib` = peak allocated
+memory (`max_memory_allocated`, reset first) during the measured pass - allocated before it. A row
+that runs out of GPU memory is skipped and listed under `failed`.
+
+On CPU, measured with the functions of `benchmarks/mixer_memory.py`: the resident-memory high-water mark
 (VmHWM) is reset through `/proc/self/clear_refs`, and `MALLOC_MMAP_THRESHOLD_` is set so that freed
 tensors leave the process. Per row: `model_mib` = resident size after building - before building;
 then one unmeasured warm-up pass (what it leaves for good, such as thread pools and heap growth,
@@ -31,13 +36,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from benchmarks.mixer_memory import memory_mib, reset_peak
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.stages import stage_parser
-from papers.masked_mixers.shared import load_paper_stage
+from papers.masked_mixers.shared import load_paper_stage, resolve_device
 
 log = logging.getLogger("mm_memory")
 MODELS = {"mixer": "mixer_flat", "transformer_sdpa": "llama_h4", "transformer_eager": "llama_h4"}
@@ -51,6 +57,8 @@ class MemoryConfig:
     models: list[str] = field(default_factory=lambda: list(MODELS))
     vocab_size: int = bounded(4096, ge=2)
     threads: int = bounded(2, ge=1)
+    batch_size: int = bounded(1, ge=1)
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
 
     def check(self) -> None:
         unknown = sorted(set(self.models) - set(MODELS))
@@ -58,7 +66,7 @@ class MemoryConfig:
             raise ConfigError(f"models: {unknown[0]!r} is not measured here; allowed: {', '.join(MODELS)}")
 
 
-def child(cfg: MemoryConfig, sizes) -> list[dict]:
+def child(cfg: MemoryConfig, sizes, device: str) -> list[dict]:
     """Every (model, depth, context) row, each model's smallest first, in this one process."""
     import gc
 
@@ -69,12 +77,19 @@ def child(cfg: MemoryConfig, sizes) -> list[dict]:
     for model in cfg.models:
         for depth in sorted(cfg.depths):
             for n_ctx in sorted(cfg.contexts):
-                rows.append(measure(model, depth, n_ctx, cfg, replace(sizes, n_layers=depth, n_ctx=n_ctx)))
+                sizes_here = replace(sizes, n_layers=depth, n_ctx=n_ctx)
+                try:
+                    rows.append(measure(model, depth, n_ctx, cfg, sizes_here, device))
+                except torch.cuda.OutOfMemoryError:
+                    # A CPU run out of memory is killed instead; the parent lists either as failed.
+                    print(f"out of GPU memory: {model} depth {depth} n_ctx {n_ctx}", file=sys.stderr)
                 gc.collect()
+                if device == "cuda":
+                    torch.cuda.empty_cache()
     return rows
 
 
-def measure(model: str, depth: int, n_ctx: int, cfg: MemoryConfig, sizes) -> dict:
+def measure(model: str, depth: int, n_ctx: int, cfg: MemoryConfig, sizes, device: str = "cpu") -> dict:
     import torch
     import torch.nn.functional as F
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -82,9 +97,13 @@ def measure(model: str, depth: int, n_ctx: int, cfg: MemoryConfig, sizes) -> dic
     from common.blocks import build_block
     from papers.masked_mixers.models import build_model
 
+    cuda = device == "cuda"
     torch.manual_seed(0)
-    reset_peak()
-    base = memory_mib()["VmRSS"]
+    if cuda:
+        base = torch.cuda.memory_allocated() / 2**20
+    else:
+        reset_peak()
+        base = memory_mib()["VmRSS"]
     if model == "transformer_eager":
         heads = sizes.spec(MODELS[model]).blocks["attn"]["n_heads"]
         net = LlamaForCausalLM(LlamaConfig(
@@ -95,17 +114,30 @@ def measure(model: str, depth: int, n_ctx: int, cfg: MemoryConfig, sizes) -> dic
         forward = lambda ids: net(input_ids=ids).logits  # noqa: E731
     else:
         net = forward = build_model(sizes.spec(MODELS[model]), replace(sizes, d_model=cfg.d_model), cfg.vocab_size)
-    ids = torch.randint(0, cfg.vocab_size, (1, n_ctx))
-    model_mib = memory_mib()["VmRSS"] - base
+    net.to(device)
+    ids = torch.randint(0, cfg.vocab_size, (cfg.batch_size, n_ctx), device=device)
+    model_mib = (torch.cuda.memory_allocated() / 2**20 if cuda else memory_mib()["VmRSS"]) - base
+
+    def step() -> None:  # flatten(0, 1) is a view at batch 1: the CPU rows measure what they did before
+        F.cross_entropy(forward(ids)[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).backward()
+
     # A warm-up pass first: what it leaves behind for good (thread pools, kernels' one-time
     # buffers, heap growth) would otherwise count for the first row only. Its gradients are freed,
     # so the measured pass allocates them again, on top of the resident size after the warm-up.
-    F.cross_entropy(forward(ids)[0, :-1], ids[0, 1:]).backward()
+    step()
     net.zero_grad(set_to_none=True)
-    reset_peak()
-    before = memory_mib()["VmRSS"]
-    F.cross_entropy(forward(ids)[0, :-1], ids[0, 1:]).backward()
-    step_mib = memory_mib()["VmHWM"] - before
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated() / 2**20
+        step()
+        torch.cuda.synchronize()
+        step_mib = torch.cuda.max_memory_allocated() / 2**20 - before
+    else:
+        reset_peak()
+        before = memory_mib()["VmRSS"]
+        step()
+        step_mib = memory_mib()["VmHWM"] - before
     return {"model": model, "depth": depth, "n_ctx": n_ctx, "params": sum(p.numel() for p in net.parameters()),
             "peak_mib": round(model_mib + step_mib, 1), "model_mib": round(model_mib, 1),
             "step_mib": round(step_mib, 1)}
@@ -129,8 +161,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "memory", MemoryConfig)
+    # Resolved in the parent too: a config error in the child would only show as failed rows.
+    device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device, "memory.device")  # cpu: no torch import
     if args.child:
-        print(json.dumps(child(cfg, sizes)))
+        print(json.dumps(child(cfg, sizes, device)))
         return
     rows = run_child(args.params, cfg.threads)
     for row in rows:
@@ -142,9 +176,13 @@ def main(argv: list[str] | None = None) -> None:
     ratios = {f"depth{d}/n_ctx{t}": {f"mixer_over_{m}": round(by[("mixer", d, t)] / by[(m, d, t)], 3)
                                       for m in cfg.models if m != "mixer" and by.get((m, d, t)) and ("mixer", d, t) in by}
               for d in cfg.depths for t in cfg.contexts}
-    write_json(args.out, {"profile": profile, "d_model": cfg.d_model, "vocab_size": cfg.vocab_size, "batch": 1,
-                          "method": "peak_mib = model_mib (RSS growth when building) + step_mib (VmHWM over RSS in a "
-                                    "forward + backward after a warm-up pass); see papers/masked_mixers/memory.py",
+    method = ("peak_mib = model_mib (allocated growth when building) + step_mib (max_memory_allocated over "
+              "allocated in a forward + backward after a warm-up pass)" if device == "cuda" else
+              "peak_mib = model_mib (RSS growth when building) + step_mib (VmHWM over RSS in a forward + backward "
+              "after a warm-up pass)")
+    write_json(args.out, {"profile": profile, "d_model": cfg.d_model, "vocab_size": cfg.vocab_size,
+                          "batch": cfg.batch_size, "device": device,
+                          "method": f"{method}; see papers/masked_mixers/memory.py",
                           "rows": rows, "failed": failed, "ratios": ratios})
 
 

@@ -5,6 +5,8 @@ InfoNCE baseline of "Masked Mixers II".
    frozen model; its embedding is the hidden vector at one position: the second-to-last for
    masked mixers (the last output is never trained), the last for transformers (after the final
    norm, as Hugging Face's last hidden state). Each source's `position` can be either.
+   The pairs are the summaries stage's (`summaries.py`): the first n_train stories of train and
+   n_test of validation, each with its summary as the query.
 2. Sampling (Algorithm 1). A training example is the query's embedding followed by c candidate
    story embeddings: c - 1 distinct stories other than the query's own, and the matching story
    at a uniformly drawn slot, whose index is the label. Negatives are drawn afresh every time.
@@ -260,6 +262,18 @@ def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> 
     return encode(list(rows["summary"])), encode(list(rows["text"]))
 
 
+def load_pairs(path: Path, cfg: RetrievalConfig) -> datasets.DatasetDict:
+    """The summaries stage's (story, summary) pairs, with at least n_train and n_test per split."""
+    pairs = datasets.load_from_disk(str(path))
+    for split, key in (("train", "n_train"), ("validation", "n_test")):
+        if split not in pairs or not {"text", "summary"} <= set(pairs[split].column_names):
+            raise DataError(f"{path}: expected a {split} split with text and summary columns")
+        if len(pairs[split]) < getattr(cfg, key):
+            raise DataError(f"{path}: {split} has {len(pairs[split])} summaries, fewer than retrieval.{key} = "
+                            f"{getattr(cfg, key)}; raise summaries.{key} to at least that")
+    return pairs
+
+
 def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     model = build_model(sizes.spec(spec.model), sizes, vocab)
@@ -273,25 +287,21 @@ def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser(__doc__)
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
+    parser.add_argument("--summaries", type=Path, default=Path("data/masked_mixers/summaries"))
     parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
     parser.add_argument("--ae-dir", type=Path, default=Path("data/masked_mixers/autoencoders"))
     parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/retrieval.json"))
     args = parser.parse_args(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
-    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
+    verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = len(tokenizer)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    stories = datasets.load_from_disk(str(args.stories))
-    if "summary" not in stories["train"].column_names:
-        # TinyStories has no summaries; the paper generated them with an instruction model.
-        raise DataError(f"{args.stories}: no summary column; retrieval needs story summaries (the generated "
-                        "corpus has them; generating them for hub data is not implemented)")
-    train_q_ids, train_t_ids = tokenize_pairs(stories["train"], tokenizer, cfg.n_train, sizes.n_ctx)
-    test_q_ids, test_t_ids = tokenize_pairs(stories["validation"], tokenizer, cfg.n_test, sizes.n_ctx)
+    pairs = load_pairs(args.summaries, cfg)
+    train_q_ids, train_t_ids = tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)
+    test_q_ids, test_t_ids = tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)
     n_texts = 2 * (len(train_q_ids) + len(test_q_ids))
 
     results = {}

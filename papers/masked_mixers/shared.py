@@ -1,5 +1,5 @@
-"""What every stage of this paper shares: the `models` section, the tokenizer's vocabulary and
-multi-model loss plots. Plotting and tokenizer imports are deferred: the memory stage's
+"""What every stage of this paper shares: the `models` section, the tokenizer's vocabulary, the
+`device` option and multi-model loss plots. Plotting and tokenizer imports are deferred: the memory stage's
 subprocesses need neither."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from common.config import stage_config
+from common.errors import ConfigError
 from common.stages import load_stage
 from papers.masked_mixers.models import ModelsConfig
 
@@ -24,6 +25,18 @@ def vocab_size(tokenizer_dir: Path) -> int:
     from common.data.tokenizer import load_tokenizer
 
     return len(load_tokenizer(tokenizer_dir))
+
+
+def resolve_device(device: str, key: str) -> str:
+    """`cpu`, `cuda` or `auto` (cuda when available) -> the device to use; `cuda` without a GPU is a
+    config error naming `key`."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{key}: cuda, but no CUDA device is available here; use cpu or auto")
+    return device
 
 
 def plot_curves(curves: dict[str, list[tuple[float, float]]], path: Path, title: str, xlabel: str,
