@@ -116,3 +116,20 @@ def test_discretize_takes_the_argmax_per_block():
     hybrid.discretize()
     assert hybrid.cfg.alpha_mode == "fixed" and hybrid.arch_parameters() == []
     assert hybrid.mixture_weights().tolist() == [[0.0, 1.0], [1.0, 0.0]]
+
+
+def test_aux_loss_counts_only_the_components_that_ran():
+    torch.manual_seed(0)
+    moe = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="attn,moe", repeat=1,
+                                 blocks={"attn": {"n_heads": 2},
+                                         "moe": {"n_experts": 4, "top_k": 1, "router": "softmax_topk", "aux_loss_coef": 0.1}}))
+    plain = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="mamba", repeat=2))
+    net = Manticore([moe, plain], ManticoreConfig(n_blocks=1, vocab_size=V, alpha_mode="fixed"))
+    ids = torch.randint(0, V, (2, 8))
+    net(ids)
+    both = net.aux_loss()
+    assert both is not None and torch.equal(both, moe.aux_loss()), "uniform alphas: the MoE component ran"
+    net.set_alphas(torch.tensor([[0.0, 1.0]]))
+    net(ids)
+    assert moe.aux_loss() is not None, "the MoE block still holds its earlier value"
+    assert net.aux_loss() is None, "the MoE component was programmed out of this forward"

@@ -21,8 +21,7 @@ def repro(tmp_path_factory):
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
     for stage in ("components", "completions", "nl_experiments", "mad_experiments", "lra_experiments", "programmed",
-                  "projector_budget",
-                  "report"):
+                  "projector_budget", "finetune_tasks", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
     assert [s["alphas"][0][1] for s in nl["sweep"]] == [0.0, 0.5, 1.0]
@@ -48,6 +47,11 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     budget = json.loads((repo / RESULTS / "projector_budget.json").read_text())
     assert [r["steps"] for r in budget["budgets"]] == [0, 2]
     assert budget["budgets"][1]["tokens"] == 2 * 4 * budget["sequence_length"]
+    table1 = json.loads((repo / RESULTS / "finetune_tasks.json").read_text())
+    assert set(table1["tasks"]) == {"stories", "instructions", "stories_instructions"}
+    for row in table1["tasks"].values():
+        assert {"gpt_neo", "mamba", "manticore"} <= set(row)
+        assert sum(row["alphas"][0]) == pytest.approx(1.0)
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
     assert f"{nl['ensemble']['val_loss']:.4f}" in readme

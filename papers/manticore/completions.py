@@ -2,7 +2,7 @@
 
 For every held-out text (validation stories at `tiny`, Penn Treebank at `paper`), the prompt is its
 first `prompt_words` words. The Mamba component completes it greedily and the GPT-Neo component
-by sampling (top-k 50, temperature 1, a seed per prompt), each with `max_new_tokens` new tokens.
+by sampling (top-k 50, temperature 1), each with `max_new_tokens` new tokens.
 Both completions become rows, tagged with the model that wrote them (`slice`), and the rows are
 split train/validation at random. A hybrid trained on this mixture has reason to use both
 components, which is what the mixture-weight experiments need.
@@ -65,13 +65,25 @@ def prompts(cfg: CompletionsConfig, stories: Path) -> list[str]:
 
 
 @torch.no_grad()
-def complete(model: LanguageModel, tokenizer, prompt: str, cfg: CompletionsConfig, greedy: bool, seed: int) -> str:
-    ids = torch.tensor([[tokenizer.eos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)])
-    out = model.generate(ids, max_new_tokens=cfg.max_new_tokens, do_sample=not greedy, top_k=cfg.top_k, seed=seed)
-    new = out[0, ids.shape[1]:].tolist()
-    if tokenizer.eos_token_id in new:
-        new = new[:new.index(tokenizer.eos_token_id)]
-    return prompt + tokenizer.decode(new)
+def complete_all(model: LanguageModel, tokenizer, texts: list[str], cfg: CompletionsConfig, greedy: bool,
+                 seed: int) -> list[str]:
+    """Every prompt completed, prompts of one token length batched together: equal lengths need no
+    padding, so a batch computes exactly what each prompt alone would (sampling draws from one
+    generator per batch, seeded by `seed` and the length)."""
+    encoded = [[tokenizer.eos_token_id] + tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    by_length: dict[int, list[int]] = {}
+    for i, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(i)
+    out = [""] * len(texts)
+    for length, rows in sorted(by_length.items()):
+        ids = torch.tensor([encoded[i] for i in rows])
+        generated = model.generate(ids, max_new_tokens=cfg.max_new_tokens, do_sample=not greedy, top_k=cfg.top_k,
+                                   seed=seed + length)
+        for i, new in zip(rows, generated[:, length:].tolist()):
+            if tokenizer.eos_token_id in new:
+                new = new[:new.index(tokenizer.eos_token_id)]
+            out[i] = texts[i] + tokenizer.decode(new)
+    return out
 
 
 @exit_on_user_error
@@ -90,11 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.greedy not in models:
         raise ConfigError(f"greedy: {cfg.greedy!r} is not a component; have {', '.join(models)}")
 
-    rows = []
-    for i, prompt in enumerate(prompts(cfg, args.stories)):
-        for name, model in models.items():
-            rows.append({"text": complete(model, tokenizer, prompt, cfg, greedy=name == cfg.greedy, seed=cfg.seed + i),
-                         "slice": name})
+    texts = prompts(cfg, args.stories)
+    done = {name: complete_all(model, tokenizer, texts, cfg, greedy=name == cfg.greedy, seed=cfg.seed)
+            for name, model in models.items()}
+    rows = [{"text": done[name][i], "slice": name} for i in range(len(texts)) for name in models]
     random.Random(cfg.seed).shuffle(rows)
     n_val = int(len(rows) * cfg.validation_fraction)
     text = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[n_val:]),

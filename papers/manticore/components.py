@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
             results[name] = {"source": repo, "params": sum(p.numel() for p in model.parameters())}
     else:
         vocab_size = len(load_tokenizer(args.tokenizer))
-        n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
+        stored = len(load_tokenized(args.data)["train"][0]["input_ids"])
+        n_ctx = min(stored, cfg.data.n_ctx or stored)  # what training reads of each row
         for name, raw in cfg.models.items():
             lm_cfg = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
                                where=f"components.models.{name}")

@@ -130,6 +130,7 @@ class Manticore(nn.Module):
                                                                bool((alphas[:, m] == 0).all()))]
 
     def _hidden(self, input_ids: torch.Tensor, alphas: torch.Tensor, active: list[int]) -> torch.Tensor:
+        self._ran = active
         D = self.d_model
         h = sum(alphas[0, m] * pad_to(self.embeddings[m](input_ids), D) for m in active)
         for i in range(self.cfg.n_blocks):
@@ -161,7 +162,10 @@ class Manticore(nn.Module):
         return self._hidden(input_ids, alphas, self._active(alphas))
 
     def aux_loss(self) -> torch.Tensor | None:
-        losses = [loss for comp in self.components if (loss := comp.aux_loss()) is not None]
+        """The auxiliary losses (MoE balancing) of the components that ran in the last forward; a
+        component programmed out keeps a stale value from an earlier forward, which must not count."""
+        ran = getattr(self, "_ran", range(len(self.components)))
+        losses = [loss for m in ran if (loss := self.components[m].aux_loss()) is not None]
         return torch.stack(losses).sum() if losses else None
 
     # --- parameter groups ---------------------------------------------------------------------------

@@ -6,9 +6,10 @@
 2. Sweep: for each fixed alpha on a grid (the weight of the second component per block), train
    everything for `train_steps` on the completions and record the validation loss: the landscape.
    The grid's ends are the components alone (a one-hot alpha turns the projectors off).
-3. Search: for each method (DARTS = softmax, DASH = Gumbel-softmax) and update rule (alternating,
-   simultaneous), search the alphas for `search_steps` while everything trains, then rewind the
-   weights to step 1's, freeze the searched alphas and retrain for `train_steps`.
+3. Search: for each method (DARTS = softmax, DASH = Gumbel-softmax, GAEA = exponentiated gradient
+   on the simplex) and update rule (alternating, simultaneous), search the alphas for
+   `search_steps` while everything trains, then rewind the weights to step 1's, freeze the
+   searched alphas and retrain for `train_steps`.
 4. Ensemble: the components' output distributions mixed by learned weights, trained likewise.
 
 Claims checked: does search land in the sweep's best region, and does the ensemble fall below
@@ -42,18 +43,20 @@ from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory, rewind, snapshot
 
 log = logging.getLogger("nl_experiments")
-METHODS = {"darts": "softmax", "dash": "gumbel"}
+METHODS = {"darts": "softmax", "dash": "gumbel", "gaea": "simplex"}
 
 
 @dataclass
-class SweepConfig:
-    """What every stage that fine-tunes Manticore[two components] on the completions shares: the
-    components, the grid of fixed alphas, and how each grid point trains."""
+class FineTuneConfig:
+    """What every stage that fine-tunes Manticore[two components] shares: the components, the
+    projector pretraining every run starts from, and how each run trains."""
     seed: int = 0
     n_blocks: int = bounded(1, ge=1)
     components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
     projector_steps: int = bounded(100, ge=0)
-    sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    # Projector pretraining reads general text cut to this many tokens (None: rows as stored); the
+    # fine-tuning sets are short, and the components' cost grows with the sequence.
+    general_n_ctx: int | None = bounded(None, ge=2)
     train_steps: int = bounded(100, ge=1)
     batch_size: int = bounded(16, ge=1)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -61,7 +64,13 @@ class SweepConfig:
 
     def check(self) -> None:
         if len(self.components) != 2:
-            raise ConfigError(f"components: the sweep and its plot need exactly two, got {self.components}")
+            raise ConfigError(f"components: these experiments mix exactly two, got {self.components}")
+
+
+@dataclass
+class SweepConfig(FineTuneConfig):
+    """Fine-tuning on the completions plus the grid of fixed alphas swept there."""
+    sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
 
 
 @dataclass
@@ -70,6 +79,9 @@ class NLExperimentsConfig(SweepConfig):
     updates: list[str] = field(default_factory=lambda: ["alternating", "simultaneous"])
     search_steps: int = bounded(100, ge=1)
     search: SearchConfig = field(default_factory=SearchConfig)
+    # Per-method mixture-weight learning rates, over `search.arch_lr`: GAEA's exponentiated
+    # gradient moves the weights themselves, not AdamW-normalised logits, and needs its own scale.
+    arch_lr: dict[str, float] = field(default_factory=dict)
     best_region_tolerance: float = bounded(0.02, ge=0)  # relative loss above the sweep's best
 
     def check(self) -> None:
@@ -77,6 +89,10 @@ class NLExperimentsConfig(SweepConfig):
         for m in self.methods:
             if m not in METHODS:
                 raise ConfigError(f"methods: {m!r} unknown; allowed: {', '.join(METHODS)}")
+        for m, lr in self.arch_lr.items():
+            if m not in METHODS or lr <= 0:
+                raise ConfigError(f"arch_lr.{m}: must name a method ({', '.join(METHODS)}) with a positive rate, "
+                                  f"got {lr}")
         for u in self.updates:
             if u not in ("alternating", "simultaneous"):
                 raise ConfigError(f"updates: {u!r} unknown; allowed: alternating, simultaneous")
@@ -97,7 +113,7 @@ def completions_parser(doc: str, runs: str, results: str, plot: str):
 class Runner:
     """Trains one network per experiment, each from the same starting weights."""
 
-    def __init__(self, cfg: NLExperimentsConfig, components: list[LanguageModel], vocab_size: int, run_root: Path,
+    def __init__(self, cfg: FineTuneConfig, components: list[LanguageModel], vocab_size: int, run_root: Path,
                  profile: str):
         self.cfg, self.components, self.vocab_size = cfg, components, vocab_size
         self.run_root, self.profile = run_root, profile
@@ -109,11 +125,12 @@ class Runner:
             rewind(net, start)
         return net
 
-    def fit(self, name: str, module: L.LightningModule, data: Path, steps: int, manual: bool = False) -> list[dict]:
+    def fit(self, name: str, module: L.LightningModule, data: Path, steps: int, manual: bool = False,
+            n_ctx: int | None = None) -> list[dict]:
         L.seed_everything(self.cfg.seed, workers=True, verbose=False)
         trainer_cfg = replace(self.cfg.trainer, max_steps=steps,
                               gradient_clip_val=None if manual else self.cfg.trainer.gradient_clip_val)
-        datamodule = TextDataModule(data, batch_size=self.cfg.batch_size, seed=self.cfg.seed)
+        datamodule = TextDataModule(data, batch_size=self.cfg.batch_size, seed=self.cfg.seed, n_ctx=n_ctx)
         metrics = train(module, datamodule, trainer_cfg, self.run_root / name, run_config={
             "profile": self.profile, "name": name, "config": asdict(self.cfg), "steps": steps})
         return metrics.history
@@ -126,7 +143,8 @@ class Runner:
         base.components.requires_grad_(False)
         history = []
         if steps:
-            history = self.fit(name, CausalLMModule(base, self.vocab_size, self.cfg.optim), general, steps)
+            history = self.fit(name, CausalLMModule(base, self.vocab_size, self.cfg.optim), general, steps,
+                               n_ctx=self.cfg.general_n_ctx)
         return snapshot(base), [r for r in history if "val/loss" in r]
 
     def sweep(self, start: dict, completions: Path, prefix: str = "sweep") -> list[dict]:
@@ -206,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
         for update in cfg.updates:
             label = f"{method}_{update}"
             net = runner.hybrid(METHODS[method], start)
-            module = ManticoreSearchModule(net, vocab_size, cfg.optim, replace(cfg.search, update=update))
+            search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
+            module = ManticoreSearchModule(net, vocab_size, cfg.optim, search)
             history = runner.fit(f"search_{label}", module, args.completions, cfg.search_steps, manual=True)
             alphas = net.mixture_weights(sample=False).detach()
             searched[label] = {"alphas": alphas.tolist(), "search_val_loss": val_loss(history),

@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
     components = load_components(args.components, cfg.components)
     runner = Runner(cfg, components, components[0].cfg.vocab_size, args.run_dir, profile)
-    sequence_length = len(load_tokenized(args.general, splits=("train",))["train"][0]["input_ids"])
+    stored = len(load_tokenized(args.general, splits=("train",))["train"][0]["input_ids"])
+    sequence_length = min(stored, cfg.general_n_ctx or stored)  # what pretraining reads of each row
 
     rows = []
     for budget in cfg.budgets:

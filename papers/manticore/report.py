@@ -221,6 +221,29 @@ def projector_budget(res: dict) -> str:
     return "\n".join(lines + ["", f"**Verdict** (paper: the optimum stabilises at about 70M of 100M tokens): {verdict}."])
 
 
+# Table 1 of the paper: test loss after fine-tuning, Pythia-410M (A), Mamba-370M (B), Manticore[A, B].
+PAPER_TABLE1 = {"PTB": (0.9099, 0.8397, 0.8600), "Alpaca": (2.5011, 2.2999, 2.1779), "ELI5": (4.1260, 3.9414, 3.9331)}
+
+
+def finetune_tasks(res: dict) -> str:
+    a, b = res["components"]
+    lines = [f"Held-out loss after fine-tuning; Manticore searched with {res['method'].upper()} "
+             f"({res['update']} updates), rewound and retrained with its alphas frozen.", "",
+             f"| task | {a} | {b} | Manticore[{a}, {b}] | searched alpha of {b} | Manticore vs components |",
+             "|---|---|---|---|---|---|"]
+    for task, r in res["tasks"].items():
+        where = "beats both" if r["manticore_beats_both"] else "between" if r["manticore_between"] else "below both"
+        alpha = "/".join(f"{row[1]:.2f}" for row in r["alphas"])
+        lines.append(f"| {task} | {r[a]:.4f} | {r[b]:.4f} | {r['manticore']:.4f} | {alpha} | {where} |")
+    lines += ["", "The paper (test loss; Pythia-410M, Mamba-370M): " + "; ".join(
+        f"{task} {p[0]} / {p[1]} / {p[2]}" for task, p in PAPER_TABLE1.items()) +
+        ": Manticore beats both on 2 of 3 tasks and falls between them on PTB."]
+    s = res["summary"]
+    said = f"Manticore beats both components on {s['manticore_beats_both']} of {s['tasks']} tasks (paper: 2 of 3)"
+    verdict = f"reproduced: {said}" if s["beats_both_on_most"] else f"not reproduced: {said}"
+    return "\n".join(lines + ["", f"**Verdict**: {verdict}."])
+
+
 # Tables 3 and 7 of the paper: accuracy (%) from scratch of GPT-Neo, Mamba and Manticore[GPT-Neo, Mamba];
 # None where GPT-Neo cannot read the sequence (N/A in the paper).
 PAPER_TABLE3 = {"listops": (37.90, 20.65, 38.70), "imdb": (59.62, 87.74, 72.44), "cifar10": (39.37, 20.81, 43.15),
@@ -289,7 +312,7 @@ def lra_experiments(res: dict) -> str:
 
 TABLES = {"components": components, "nl_experiments": nl_experiments, "mad_experiments": mad_experiments,
           "programmed": programmed, "projector_budget": projector_budget,
-          "lra_experiments": lra_experiments}
+          "lra_experiments": lra_experiments, "finetune_tasks": finetune_tasks}
 
 
 def render(readme: str, results_dir: Path) -> str:
