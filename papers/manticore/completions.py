@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import datasets
@@ -31,8 +31,9 @@ from common.data.tokenized import tokenize_padded
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.models.lm import LanguageModel, load_language_model
+from common.models.lm import LanguageModel
 from common.stages import load_stage, stage_parser
+from papers.manticore.nl_experiments import load_components
 
 log = logging.getLogger("completions")
 
@@ -47,7 +48,8 @@ class CompletionsConfig:
     top_k: int = bounded(50, ge=1)
     validation_fraction: float = bounded(0.3, gt=0, le=0.9)
     n_ctx: int = bounded(64, ge=8)
-    greedy: str = "mamba"  # the component that completes greedily; every other one samples
+    components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
+    greedy: str = "mamba"  # the component that completes greedily; the others sample
     threads: int = bounded(2, ge=1)
 
     def check(self) -> None:
@@ -98,9 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
     torch.set_num_threads(cfg.threads)
     tokenizer = load_tokenizer(args.tokenizer)
-    models = {p.name: load_language_model(p) for p in sorted(args.components.iterdir()) if (p / "config.json").is_file()}
-    if cfg.greedy not in models:
-        raise ConfigError(f"greedy: {cfg.greedy!r} is not a component; have {', '.join(models)}")
+    if cfg.greedy not in cfg.components:
+        raise ConfigError(f"greedy: {cfg.greedy!r} is not one of the components {cfg.components}")
+    models = dict(zip(cfg.components, load_components(args.components, cfg.components, tokenizer)))
 
     texts = prompts(cfg, args.stories)
     done = {name: complete_all(model, tokenizer, texts, cfg, greedy=name == cfg.greedy, seed=cfg.seed)

@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/finetune_tasks.png"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
-    components = load_components(args.components, cfg.components)
-    vocab_size = components[0].cfg.vocab_size
     tokenizer = load_tokenizer(args.tokenizer)
+    components = load_components(args.components, cfg.components, tokenizer)
+    vocab_size = components[0].cfg.vocab_size
     runner = Runner(cfg, components, vocab_size, args.run_dir, profile)
     start, projector_history = runner.pretrain_projectors(args.general, cfg.projector_steps)
 

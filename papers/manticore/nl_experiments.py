@@ -164,11 +164,19 @@ class Runner:
                                  self.cfg.train_steps))
 
 
-def load_components(directory: Path, names: list[str]) -> list[LanguageModel]:
+def load_components(directory: Path, names: list[str], tokenizer=None) -> list[LanguageModel]:
+    """The named components; with a tokenizer, also checks that they read its token ids."""
     missing = [n for n in names if not (directory / n / "config.json").is_file()]
     if missing:
         raise DataError(f"{directory}: no component {missing}; run the components stage first")
-    return [load_language_model(directory / n) for n in names]
+    components = [load_language_model(directory / n) for n in names]
+    vocabularies = {n: c.cfg.vocab_size for n, c in zip(names, components)}
+    if tokenizer is not None and set(vocabularies.values()) != {len(tokenizer)}:
+        # Hub components with our story BPE would read every id as a different token.
+        raise ConfigError(f"components: vocabularies {vocabularies} differ from the tokenizer's {len(tokenizer)}; "
+                          "text must be tokenized with the components' own tokenizer, which no stage provides yet "
+                          "for Hub components (use the tiny profile)")
+    return components
 
 
 def val_loss(history: list[dict]) -> float:
