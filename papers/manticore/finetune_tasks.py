@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         data = write_task(name, task_texts(task, cfg, args.stories), cfg, tokenizer, args.run_dir / name / "data")
         row = {}
         for component_name, component in zip(cfg.components, components):
-            module = CausalLMModule(copy.deepcopy(component), vocab_size, cfg.optim)
+            module = CausalLMModule(copy.deepcopy(component), component.cfg.vocab_size, cfg.optim)
             row[component_name] = val_loss(runner.fit(f"{name}/{component_name}", module, data, cfg.train_steps))
         net = runner.hybrid(METHODS[cfg.method], start)
         module = ManticoreSearchModule(net, vocab_size, cfg.optim, cfg.search)

@@ -66,6 +66,7 @@ class Manticore(nn.Module):
         self.cfg = cfg
         self.components = nn.ModuleList(components)
         self.widths = [comp.cfg.d_model for comp in components]
+        self._ran = list(range(len(components)))  # the components the last forward ran (`aux_loss`)
         self.d_model = max(self.widths)
         M, D = len(components), self.d_model
 
@@ -164,8 +165,7 @@ class Manticore(nn.Module):
     def aux_loss(self) -> torch.Tensor | None:
         """The auxiliary losses (MoE balancing) of the components that ran in the last forward; a
         component programmed out keeps a stale value from an earlier forward, which must not count."""
-        ran = getattr(self, "_ran", range(len(self.components)))
-        losses = [loss for m in ran if (loss := self.components[m].aux_loss()) is not None]
+        losses = [loss for m in self._ran if (loss := self.components[m].aux_loss()) is not None]
         return torch.stack(losses).sum() if losses else None
 
     # --- parameter groups ---------------------------------------------------------------------------
