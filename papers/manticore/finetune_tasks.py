@@ -82,15 +82,12 @@ def task_texts(task: TaskSpec, cfg: FineTuneTasksConfig, stories: Path) -> list[
     n = cfg.n_train + cfg.n_validation
     if task.source == "hub":
         texts = load_hub_text(task.hub, "train", limit=n)["text"]
+    elif task.source == "instructions":
+        texts = generate_instructions(n, cfg.seed)["text"]
     else:
         story_pool = datasets.load_from_disk(str(stories))["validation"]["text"]
-        instruction_pool = generate_instructions(n, cfg.seed)["text"]
-        if task.source == "stories":
-            texts = story_pool[:n]
-        elif task.source == "instructions":
-            texts = instruction_pool
-        else:
-            texts = mix_genres(story_pool, instruction_pool, task.fraction_instructions, n, cfg.seed)
+        texts = story_pool if task.source == "stories" else mix_genres(
+            story_pool, generate_instructions(n, cfg.seed)["text"], task.fraction_instructions, n, cfg.seed)
     if len(texts) < n:
         raise DataError(f"{task.source}: {len(texts)} documents, the task needs n_train + n_validation = {n}")
     texts = list(texts[:n])
