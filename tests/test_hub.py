@@ -68,11 +68,12 @@ def assert_one_line(err: pytest.ExceptionInfo) -> str:
 
 
 def test_registry_names_and_fields():
-    assert set(HUB_SOURCES) == {"tinystories", "fineweb_edu", "ptb", "alpaca", "eli5"}
+    assert set(HUB_SOURCES) == {"tinystories", "fineweb_edu", "fineweb", "ptb", "alpaca", "eli5"}
     for name, source in HUB_SOURCES.items():
         assert source.name == name and source.path and source.splits and source.description
     assert (HUB_SOURCES["fineweb_edu"].path, HUB_SOURCES["fineweb_edu"].config) == \
         ("HuggingFaceFW/fineweb-edu", "sample-10BT")
+    assert (HUB_SOURCES["fineweb"].path, HUB_SOURCES["fineweb"].config) == ("HuggingFaceFW/fineweb", "sample-10BT")
     assert (HUB_SOURCES["ptb"].path, HUB_SOURCES["ptb"].config) == ("ptb_text_only", "penn_treebank")
 
 
@@ -147,12 +148,11 @@ def test_streaming_gives_the_same_text(load, tmp_path):
 # --- fineweb_edu: validation = first N rows of the Hub's train ----------------------------------
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_fineweb_validation_and_train_are_disjoint_and_cover_the_file(load, tmp_path, streaming):
+@pytest.mark.parametrize("name", ["fineweb_edu", "fineweb"])
+def test_fineweb_validation_and_train_are_disjoint_and_cover_the_file(load, tmp_path, streaming, name):
     path = write(tmp_path / "fw.parquet", fineweb_rows(10))
-    val = list(r["text"] for r in load("fineweb_edu", "validation", data_files=path,
-                                               streaming=streaming, validation_rows=3))
-    train = list(r["text"] for r in load("fineweb_edu", "train", data_files=path,
-                                                 streaming=streaming, validation_rows=3))
+    val = list(r["text"] for r in load(name, "validation", data_files=path, streaming=streaming, validation_rows=3))
+    train = list(r["text"] for r in load(name, "train", data_files=path, streaming=streaming, validation_rows=3))
     assert val == ["page 0", "page 1", "page 2"]
     assert train == [f"page {i}" for i in range(3, 10)]
     assert not set(val) & set(train)

@@ -49,6 +49,15 @@ def test_packed_layout(tokenizer):
     assert all(all(m == 1 for m in row) for row in rows["attention_mask"])
 
 
+def test_packed_from_a_stream_stops_at_the_token_budget(tokenizer):
+    stream = [t for text in TEXTS for t in tokenizer.encode(text, add_special_tokens=False) + [2]]
+    rows = tokenize_packed(iter(TEXTS), tokenizer, n_ctx=8, max_tokens=37)
+    assert len(rows) == 4, "37 tokens make four whole blocks of 8"
+    assert [t for row in rows["input_ids"] for t in row] == stream[:32]
+    everything = tokenize_packed(iter(TEXTS), tokenizer, n_ctx=8)
+    assert [t for row in everything["input_ids"] for t in row] == stream[: len(stream) // 8 * 8]
+
+
 def _saved(tmp_path, tokenizer):
     texts = datasets.Dataset.from_dict({"text": TEXTS[:6]})
     data = datasets.DatasetDict({"train": tokenize_padded(texts, tokenizer, 32),

@@ -9,6 +9,8 @@ column, `text`; all Hub columns are dropped by the normalising `map`. The source
   file_path, language, language_score, token_count, score, int_score. The Hub has only `train`;
   as in the masked-mixers work, `validation` is its first `validation_rows` rows (default 50_000)
   and `train` is everything after them, so the two never overlap. text = text.
+- `fineweb`: `HuggingFaceFW/fineweb`, config `sample-10BT`, the general text Manticore pretrains
+  its projectors on. Columns and splits as `fineweb_edu`. text = text.
 - `ptb`: `ptb_text_only`, config `penn_treebank`. Columns: sentence. Splits: train, validation,
   test. text = sentence. (This began as a loading-script set; datasets 5.x needs the Hub's
   script-free copy of it, and says so with a `DataError` if there is none.)
@@ -120,6 +122,9 @@ HUB_SOURCES: dict[str, HubSource] = {
                   "short stories in simple English written by GPT-3.5/4", columns=("text",)),
         HubSource("fineweb_edu", "HuggingFaceFW/fineweb-edu", "sample-10BT", ("train", "validation"), _same_text,
                   "educational web pages, 10B-token sample; validation = first N rows of train",
+                  columns=("text",), validation_from_train=True),
+        HubSource("fineweb", "HuggingFaceFW/fineweb", "sample-10BT", ("train", "validation"), _same_text,
+                  "web pages, 10B-token sample; validation = first N rows of train",
                   columns=("text",), validation_from_train=True),
         HubSource("ptb", "ptb_text_only", "penn_treebank", ("train", "validation", "test"), _ptb_text,
                   "Penn Treebank sentences, Mikolov's preprocessing (<unk>, N)", columns=("sentence",)),

@@ -12,6 +12,7 @@ Each document is followed by `</s>`, which the model learns to predict. Rows car
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import datasets
 import numpy as np
@@ -38,18 +39,39 @@ def tokenize_padded(texts: datasets.Dataset, tokenizer, n_ctx: int, num_proc: in
                      features=_features(), keep_in_memory=True, desc=f"tokenize (padded, n_ctx={n_ctx})")
 
 
-def tokenize_packed(texts: datasets.Dataset, tokenizer, n_ctx: int) -> datasets.Dataset:
+def tokenize_packed(texts: datasets.Dataset | Iterable[str], tokenizer, n_ctx: int,
+                    max_tokens: int | None = None) -> datasets.Dataset:
+    """`texts` (a data set with a `text` column, or any iterable of strings, a stream included)
+    packed into `n_ctx` blocks. With `max_tokens`, reading stops once that many tokens are in."""
     eos = tokenizer.eos_token_id
     stream: list[int] = []
-    for start in range(0, len(texts), 1000):
-        for doc in tokenizer(texts[start:start + 1000]["text"], add_special_tokens=False)["input_ids"]:
+    for batch in _text_batches(texts, 1000):
+        for doc in tokenizer(batch, add_special_tokens=False)["input_ids"]:
             stream.extend(doc)
             stream.append(eos)
+        if max_tokens is not None and len(stream) >= max_tokens:
+            stream = stream[:max_tokens]
+            break
     n_blocks = len(stream) // n_ctx
     blocks = np.asarray(stream[: n_blocks * n_ctx], dtype=np.int32).reshape(n_blocks, n_ctx)
     return datasets.Dataset.from_dict(
         {"input_ids": blocks, "attention_mask": np.ones_like(blocks, dtype=np.int8)}, features=_features()
     )
+
+
+def _text_batches(texts: datasets.Dataset | Iterable[str], size: int) -> Iterator[list[str]]:
+    if isinstance(texts, datasets.Dataset):
+        for start in range(0, len(texts), size):
+            yield texts[start:start + size]["text"]
+        return
+    batch = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _features() -> datasets.Features:

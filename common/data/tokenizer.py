@@ -7,6 +7,8 @@ round-trips exactly: the original tokenizer was trained line by line and turned 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Iterable
 
@@ -45,3 +47,10 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     if not (path / "tokenizer.json").is_file():
         raise DataError(f"{path}: no trained tokenizer here; run `dvc repro train_tokenizer` first")
     return AutoTokenizer.from_pretrained(str(path))
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short hash of the token-to-id map: two tokenizers with one fingerprint give the same ids
+    the same meaning, so token ids written with one can be read with the other."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:16]
