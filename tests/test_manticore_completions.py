@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from common.data.tokenizer import load_tokenizer
@@ -27,16 +26,3 @@ def test_batched_greedy_completions_equal_one_prompt_at_a_time(smoke_data, one_t
     lengths = [len(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
     assert len(set(lengths)) < len(lengths), f"no two prompts share a length: {lengths}"
 
-
-def test_components_that_read_another_vocabulary_are_refused(smoke_data, tmp_path):
-    from common.errors import ConfigError
-    from common.models.lm import save_language_model
-    from papers.manticore.nl_experiments import load_components
-
-    tokenizer = load_tokenizer(smoke_data["tokenizer"])
-    for name, vocab in (("gpt_neo", len(tokenizer)), ("mamba", 50257)):  # the second as a Hub Mamba's
-        save_language_model(LanguageModel(LMConfig(vocab_size=vocab, d_model=8, pattern="mamba", n_ctx=16)),
-                            tmp_path / name)
-    assert len(load_components(tmp_path, ["gpt_neo"], tokenizer)) == 1
-    with pytest.raises(ConfigError, match="differ from the tokenizer's"):
-        load_components(tmp_path, ["gpt_neo", "mamba"], tokenizer)

@@ -7,11 +7,14 @@ Both completions become rows, tagged with the model that wrote them (`slice`), a
 split train/validation at random. A hybrid trained on this mixture has reason to use both
 components, which is what the mixture-weight experiments need.
 
-Unlike the official code, the text is tokenized as text: its PTB/completions pipeline joined the
-characters of each string with spaces before tokenizing (see the README).
+Each component completes with its own tokenizer (at `paper`, GPT-2's BPE for GPT-Neo and
+GPT-NeoX's for Mamba, as the official generation did); the finished text is then tokenized with the
+hybrid's tokenizer, the first component's (`papers.manticore.vocabulary`). Unlike the official
+code, the text is tokenized as text: its PTB/completions pipeline joined the characters of each
+string with spaces before tokenizing (see the README).
 
 Writes `<out>/text` (DatasetDict: text, slice) and `<out>/tokenized` (one completion per row,
-padded to `n_ctx`, with a manifest), and a small JSON of counts and samples.
+padded to `n_ctx`, with a manifest that records the tokenizer), and a small JSON of counts and samples.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ from common.config import bounded
 from common.data.hub import load_hub_text
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_padded
-from common.data.tokenizer import load_tokenizer
+from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
 from common.stages import load_stage, stage_parser
-from papers.manticore.nl_experiments import load_components
+from papers.manticore.vocabulary import load_component_tokenizers, load_components
 
 log = logging.getLogger("completions")
 
@@ -92,32 +95,33 @@ def complete_all(model: LanguageModel, tokenizer, texts: list[str], cfg: Complet
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser(__doc__)
     parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
     parser.add_argument("--stories", type=Path, default=Path("data/stories"))
     parser.add_argument("--out", type=Path, default=Path("data/manticore/completions"))
     parser.add_argument("--summary", type=Path, default=Path("papers/manticore/results/completions.json"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
     torch.set_num_threads(cfg.threads)
-    tokenizer = load_tokenizer(args.tokenizer)
     if cfg.greedy not in cfg.components:
         raise ConfigError(f"greedy: {cfg.greedy!r} is not one of the components {cfg.components}")
-    models = dict(zip(cfg.components, load_components(args.components, cfg.components, tokenizer)))
+    models = dict(zip(cfg.components, load_components(args.components, cfg.components)))
+    tokenizers = dict(zip(cfg.components, load_component_tokenizers(args.components, cfg.components)))
 
     texts = prompts(cfg, args.stories)
-    done = {name: complete_all(model, tokenizer, texts, cfg, greedy=name == cfg.greedy, seed=cfg.seed)
+    done = {name: complete_all(model, tokenizers[name], texts, cfg, greedy=name == cfg.greedy, seed=cfg.seed)
             for name, model in models.items()}
     rows = [{"text": done[name][i], "slice": name} for i in range(len(texts)) for name in models]
     random.Random(cfg.seed).shuffle(rows)
     n_val = int(len(rows) * cfg.validation_fraction)
     text = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[n_val:]),
                                  "validation": datasets.Dataset.from_list(rows[:n_val])})
+    tokenizer = tokenizers[cfg.components[0]]  # the hybrid's
     with atomic_dir(args.out) as tmp:
         text.save_to_disk(str(tmp / "text"))
         tokenized = datasets.DatasetDict({split: tokenize_padded(ds.select_columns(["text"]), tokenizer, cfg.n_ctx)
                                           for split, ds in text.items()})
         tokenized.save_to_disk(str(tmp / "tokenized"))
-        write_manifest(tmp / "tokenized", stage="completions", params={"profile": profile, **asdict(cfg)},
+        write_manifest(tmp / "tokenized", stage="completions", params={"profile": profile, **asdict(cfg),
+                                                                     "tokenizer": tokenizer_fingerprint(tokenizer)},
                        counts={split: len(ds) for split, ds in tokenized.items()}, seed=cfg.seed)
     samples = {name: [r["text"] for r in rows if r["slice"] == name][:3] for name in models}
     write_json(args.summary, {"profile": profile, "rows": {s: len(d) for s, d in text.items()}, "samples": samples})

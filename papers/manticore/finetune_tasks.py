@@ -35,13 +35,13 @@ from common.data.hub import load_hub_text
 from common.data.instructions import generate_instructions, mix_genres
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_padded
-from common.data.tokenizer import load_tokenizer
+from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
 from common.stages import load_stage, stage_parser
 from common.training.modules import CausalLMModule
-from papers.manticore.nl_experiments import METHODS, FineTuneConfig, Runner, load_components, val_loss
+from papers.manticore.nl_experiments import METHODS, FineTuneConfig, Runner, hybrid_inputs, val_loss
 from papers.manticore.search import ManticoreSearchModule, SearchConfig
 
 log = logging.getLogger("finetune_tasks")
@@ -100,7 +100,8 @@ def write_task(name: str, texts: list[str], cfg: FineTuneTasksConfig, tokenizer,
     with atomic_dir(path) as tmp:
         datasets.DatasetDict({split: tokenize_padded(datasets.Dataset.from_dict({"text": rows}), tokenizer, cfg.n_ctx)
                               for split, rows in splits.items()}).save_to_disk(str(tmp))
-        write_manifest(tmp, stage="finetune_tasks", params={"task": name, **asdict(cfg.tasks[name])},
+        write_manifest(tmp, stage="finetune_tasks", params={"task": name, **asdict(cfg.tasks[name]),
+                                                            "tokenizer": tokenizer_fingerprint(tokenizer)},
                        counts={split: len(rows) for split, rows in splits.items()}, seed=cfg.seed)
     return path
 
@@ -122,19 +123,17 @@ def plot_tasks(rows: dict[str, dict], names: list[str], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser(__doc__)
     parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
+    parser.add_argument("--general", type=Path, default=Path("data/manticore/general"))
     parser.add_argument("--stories", type=Path, default=Path("data/stories"))
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/finetune_runs"))
     parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/finetune_tasks.json"))
     parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/finetune_tasks.png"))
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
-    tokenizer = load_tokenizer(args.tokenizer)
-    components = load_components(args.components, cfg.components, tokenizer)
-    vocab_size = components[0].cfg.vocab_size
+    components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])
+    vocab_size = len(tokenizer)
     runner = Runner(cfg, components, vocab_size, args.run_dir, profile)
-    start, projector_history = runner.pretrain_projectors(args.general, cfg.projector_steps)
+    start, projector_history = runner.pretrain_projectors(general, cfg.projector_steps)
 
     rows = {}
     for name, task in cfg.tasks.items():

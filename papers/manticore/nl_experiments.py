@@ -1,8 +1,9 @@
 """Stage `nl_experiments`: the paper's Figure 2 (left), Table 4 and Table 8 on the completions set.
 
 1. Projector pretraining: a Manticore[GPT-Neo, Mamba] with frozen components trains its projectors
-   and embeddings on general text (the packed story corpus) for `projector_steps` batches, with
-   uniform mixture weights. Every later run starts from these weights.
+   and embeddings on general text (the `general_text` stage's: stories at `tiny`, FineWeb at
+   `paper`) for `projector_steps` batches, with uniform mixture weights. Every later run starts
+   from these weights.
 2. Sweep: for each fixed alpha on a grid (the weight of the second component per block), train
    everything for `train_steps` on the completions and record the validation loss: the landscape.
    The grid's ends are the components alone (a one-hot alpha turns the projectors off).
@@ -32,7 +33,7 @@ from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.models.lm import LanguageModel, load_language_model
+from common.models.lm import LanguageModel
 from common.stages import load_stage, stage_parser
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
@@ -41,6 +42,7 @@ from papers.manticore.alphas import sweep_grid
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory, rewind, snapshot
+from papers.manticore.vocabulary import check_tokenized_with, components_for_hybrid
 
 log = logging.getLogger("nl_experiments")
 METHODS = {"darts": "softmax", "dash": "gumbel", "gaea": "simplex"}
@@ -103,7 +105,7 @@ def completions_parser(doc: str, runs: str, results: str, plot: str):
     parser = stage_parser(doc)
     parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
     parser.add_argument("--completions", type=Path, default=Path("data/manticore/completions/tokenized"))
-    parser.add_argument("--general", type=Path, default=Path("data/tokenized/packed"))
+    parser.add_argument("--general", type=Path, default=Path("data/manticore/general"))
     parser.add_argument("--run-dir", type=Path, default=Path(f"data/manticore/{runs}"))
     parser.add_argument("--out", type=Path, default=Path(f"papers/manticore/results/{results}.json"))
     parser.add_argument("--plot", type=Path, default=Path(f"papers/manticore/results/{plot}.png"))
@@ -164,19 +166,18 @@ class Runner:
                                  self.cfg.train_steps))
 
 
-def load_components(directory: Path, names: list[str], tokenizer=None) -> list[LanguageModel]:
-    """The named components; with a tokenizer, also checks that they read its token ids."""
-    missing = [n for n in names if not (directory / n / "config.json").is_file()]
-    if missing:
-        raise DataError(f"{directory}: no component {missing}; run the components stage first")
-    components = [load_language_model(directory / n) for n in names]
-    vocabularies = {n: c.cfg.vocab_size for n, c in zip(names, components)}
-    if tokenizer is not None and set(vocabularies.values()) != {len(tokenizer)}:
-        # Hub components with our story BPE would read every id as a different token.
-        raise ConfigError(f"components: vocabularies {vocabularies} differ from the tokenizer's {len(tokenizer)}; "
-                          "text must be tokenized with the components' own tokenizer, which no stage provides yet "
-                          "for Hub components (use the tiny profile)")
-    return components
+def hybrid_inputs(args, cfg: FineTuneConfig, stage: str, fine_tuning_data: list[Path]):
+    """What a fine-tuning stage's hybrids read: the components (each reading the hybrid's
+    tokenizer, the first component's), that tokenizer, and the general text tokenized with it.
+    The general text and `fine_tuning_data` must have been tokenized with that tokenizer."""
+    components, tokenizer = components_for_hybrid(args.components, cfg.components)
+    general = args.general / cfg.components[0]
+    if not general.is_dir():
+        raise DataError(f"{general}: no general text in {cfg.components[0]}'s tokenizer; "
+                        f"add {cfg.components[0]} to general_text.tokenizers and rerun that stage")
+    for path in [general, *fine_tuning_data]:
+        check_tokenized_with(path, tokenizer, f"{stage} (first component {cfg.components[0]})")
+    return components, tokenizer, general
 
 
 def val_loss(history: list[dict]) -> float:
@@ -220,10 +221,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = completions_parser(__doc__, "nl_runs", "nl_experiments", "nl_landscape")
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "nl_experiments", NLExperimentsConfig)
-    components = load_components(args.components, cfg.components)
-    vocab_size = components[0].cfg.vocab_size
+    components, tokenizer, general = hybrid_inputs(args, cfg, "nl_experiments", [args.completions])
+    vocab_size = len(tokenizer)
     runner = Runner(cfg, components, vocab_size, args.run_dir, profile)
-    start, projector_history = runner.pretrain_projectors(args.general, cfg.projector_steps)
+    start, projector_history = runner.pretrain_projectors(general, cfg.projector_steps)
     sweep = runner.sweep(start, args.completions)
 
     # 3. Search, rewind, retrain.

@@ -26,8 +26,7 @@ from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.stages import load_stage
 from papers.manticore.alphas import average
-from papers.manticore.nl_experiments import (Runner, SweepConfig, completions_parser, load_components,
-                                             plot_landscape)
+from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, hybrid_inputs, plot_landscape
 
 log = logging.getLogger("programmed")
 
@@ -69,10 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
     searched = mad_alphas(args.mad, cfg)
-    components = load_components(args.components, cfg.components)
-    runner = Runner(cfg, components, components[0].cfg.vocab_size, args.run_dir, profile)
+    components, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])
+    runner = Runner(cfg, components, len(tokenizer), args.run_dir, profile)
 
-    start, projector_history = runner.pretrain_projectors(args.general, cfg.projector_steps)
+    start, projector_history = runner.pretrain_projectors(general, cfg.projector_steps)
     sweep = runner.sweep(start, args.completions)
     alphas = average([torch.tensor(s["alphas"]) for s in searched.values()])
     programmed = {"alphas": alphas.tolist(), "val_loss": runner.retrain("programmed", alphas, start, args.completions)}

@@ -24,7 +24,7 @@ from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.stages import load_stage
-from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, load_components
+from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, hybrid_inputs
 
 log = logging.getLogger("projector_budget")
 
@@ -63,14 +63,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = completions_parser(__doc__, "budget_runs", "projector_budget", "projector_budget")
     args = parser.parse_args(argv)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
-    components = load_components(args.components, cfg.components)
-    runner = Runner(cfg, components, components[0].cfg.vocab_size, args.run_dir, profile)
-    stored = len(load_tokenized(args.general, splits=("train",))["train"][0]["input_ids"])
+    components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
+    runner = Runner(cfg, components, len(tokenizer), args.run_dir, profile)
+    stored = len(load_tokenized(general, splits=("train",))["train"][0]["input_ids"])
     sequence_length = min(stored, cfg.general_n_ctx or stored)  # what pretraining reads of each row
 
     rows = []
     for budget in cfg.budgets:
-        start, history = runner.pretrain_projectors(args.general, budget, name=f"projectors_{budget}")
+        start, history = runner.pretrain_projectors(general, budget, name=f"projectors_{budget}")
         sweep = runner.sweep(start, args.completions, prefix=f"budget_{budget}_sweep")
         best = min(sweep, key=lambda s: s["val_loss"])
         rows.append({"steps": budget, "tokens": budget * cfg.batch_size * sequence_length, "sweep": sweep,

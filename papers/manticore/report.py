@@ -13,11 +13,19 @@ PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash
 
 
 def components(res: dict) -> str:
-    lines = ["| component | source | blocks | width | parameters | final val loss |", "|---|---|---|---|---|---|"]
+    lines = ["| component | source | blocks | width | parameters | tokenizer size | final val loss |",
+             "|---|---|---|---|---|---|---|"]
     for name, c in res["components"].items():
         loss = f"{c['final_val_loss']:.3f}" if "final_val_loss" in c else "-"
         lines.append(f"| {name} | {c['source']} | {c.get('pattern', '-')} x {c.get('repeat', '-')} | "
-                     f"{c.get('d_model', '-')} | {c['params'] / 1e6:.2f}M | {loss} |")
+                     f"{c.get('d_model', '-')} | {c['params'] / 1e6:.2f}M | {c['tokens']:,} | {loss} |")
+    return "\n".join(lines)
+
+
+def general_text(res: dict) -> str:
+    lines = [f"Source `{res['source']}`, packed in {res['block_size']}-token blocks, once per hybrid tokenizer:", "",
+             "| tokenizer of | train tokens | validation tokens |", "|---|---|---|"]
+    lines += [f"| {name} | {c['train']:,} | {c['validation']:,} |" for name, c in res["tokens"].items()]
     return "\n".join(lines)
 
 
@@ -310,8 +318,8 @@ def lra_experiments(res: dict) -> str:
     return "\n".join(lines)
 
 
-TABLES = {"components": components, "nl_experiments": nl_experiments, "mad_experiments": mad_experiments,
-          "programmed": programmed, "projector_budget": projector_budget,
+TABLES = {"components": components, "general_text": general_text, "nl_experiments": nl_experiments,
+          "mad_experiments": mad_experiments, "programmed": programmed, "projector_budget": projector_budget,
           "lra_experiments": lra_experiments, "finetune_tasks": finetune_tasks}
 
 
