@@ -96,3 +96,20 @@ def test_search_on_fixed_alphas_is_refused():
     net = Manticore(tiny_components(), ManticoreConfig(n_blocks=1, vocab_size=V, alpha_mode="fixed"))
     with pytest.raises(ConfigError, match="mixture weights are fixed"):
         ManticoreSearchModule(net, V)
+
+
+def test_a_runner_builds_the_same_hybrid_whatever_the_generator_did_before(tmp_path):
+    """Projector pretraining starts from `Runner.hybrid`; its draws must come from the stage's seed."""
+    from common.models.lm import LanguageModel, LMConfig
+    from papers.manticore.nl_experiments import FineTuneConfig, Runner
+
+    torch.manual_seed(0)
+    components = [LanguageModel(LMConfig(vocab_size=32, d_model=8, pattern="mamba", repeat=2, n_ctx=16)),
+                  LanguageModel(LMConfig(vocab_size=32, d_model=12, pattern="mamba", repeat=2, n_ctx=16))]
+    runner = Runner(FineTuneConfig(), components, 32, tmp_path, "smoke")
+    built = []
+    for unrelated_seed in (1, 2):
+        torch.manual_seed(unrelated_seed)
+        built.append(runner.hybrid("fixed", None).state_dict())
+    for key, value in built[0].items():
+        torch.testing.assert_close(built[1][key], value, rtol=0, atol=0)

@@ -121,6 +121,9 @@ class Runner:
         self.run_root, self.profile = run_root, profile
 
     def hybrid(self, alpha_mode: str, start: dict | None) -> Manticore:
+        # Seeded here, not only in `fit`: the projectors and new embeddings are drawn now, and the
+        # process's generator starts from a random seed.
+        L.seed_everything(self.cfg.seed, verbose=False)
         net = Manticore(copy.deepcopy(self.components),
                         ManticoreConfig(n_blocks=self.cfg.n_blocks, vocab_size=self.vocab_size, alpha_mode=alpha_mode))
         if start is not None:
