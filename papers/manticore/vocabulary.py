@@ -69,7 +69,9 @@ def adapt_to_tokenizer(model: LanguageModel, own, target) -> LanguageModel:
     own_ids = own.get_vocab()
     pairs = [(new, own_ids[token]) for token, new in target.get_vocab().items()
              if token in own_ids and own_ids[token] < model.cfg.vocab_size and new < len(target)]
-    adapted = LanguageModel(replace(model.cfg, vocab_size=len(target)))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # the fresh rows are the same in every run, and the caller's generator is untouched
+        adapted = LanguageModel(replace(model.cfg, vocab_size=len(target)))
     body = {k: v for k, v in model.state_dict().items() if k not in ("embed.weight", "head.weight")}
     missing, unexpected = adapted.load_state_dict(body, strict=False)
     assert not unexpected and set(missing) <= {"embed.weight", "head.weight"}, (missing, unexpected)
