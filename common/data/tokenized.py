@@ -11,6 +11,7 @@ Each document is followed by `</s>`, which the model learns to predict. Rows car
 
 from __future__ import annotations
 
+from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -64,13 +65,8 @@ def _text_batches(texts: datasets.Dataset | Iterable[str], size: int) -> Iterato
         for start in range(0, len(texts), size):
             yield texts[start:start + size]["text"]
         return
-    batch = []
-    for text in texts:
-        batch.append(text)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
+    stream = iter(texts)
+    while batch := list(islice(stream, size)):
         yield batch
 
 

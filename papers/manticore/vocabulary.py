@@ -11,7 +11,7 @@ and relearned every embedding; taking a component's lets at least that component
   the source of a hybrid's initial embeddings) gets an embedding and head with one row per token
   of the hybrid's tokenizer: a token both vocabularies spell the same way keeps its row, the
   others start fresh. With the same tokenizer this only drops the rows a checkpoint pads its
-  vocabulary with (Pythia's 50304 rows for 50277 tokens).
+  vocabulary with (Pythia's embedding has 50,304 rows, more than its tokenizer has tokens).
 - Tokenized data records the fingerprint of its tokenizer in its manifest, and a stage checks it
   against the tokenizer it reads with, so ids are never read in another vocabulary's meaning.
 """
