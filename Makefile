@@ -32,6 +32,7 @@ repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)

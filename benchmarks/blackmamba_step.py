@@ -87,7 +87,8 @@ def main() -> None:
                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     write_json(OUT, {"config": vars(args), "environment": environment, "results": results,
                      "blackmamba_over_dense_mamba": ratio, "target": "<= 1.5"})
-    print(f"BlackMamba {results['blackmamba']['median_s']:.3f} s, dense Mamba {results['dense_mamba']['median_s']:.3f} s "
+    print(f"BlackMamba {results['blackmamba']['median_s']:.3f} s, "
+          f"dense Mamba {results['dense_mamba']['median_s']:.3f} s "
           f"per step: {ratio:.2f}x (target <= 1.5x); wrote {OUT}")
 
 

@@ -15,7 +15,6 @@ import platform
 from pathlib import Path
 
 import torch
-
 import transformers
 
 from common.eval.generation import generation_profile
@@ -42,7 +41,7 @@ def main() -> None:
     }
     results = {name: generation_profile(LanguageModel(cfg).eval(), args.lengths) for name, cfg in models.items()}
     first, last = str(min(args.lengths)), str(max(args.lengths))
-    for name, rows in results.items():
+    for rows in results.values():
         rows["latency_growth_first_to_last"] = rows[last]["ms_per_token"] / rows[first]["ms_per_token"]
         rows["cache_growth_first_to_last"] = rows[last]["cache_bytes"] / rows[first]["cache_bytes"]
     results["transformer_over_mamba_ms_per_token_at_last"] = (

@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -30,8 +31,8 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common.models.mamba import mamba_language_model  # noqa: E402
 from common.io import write_json  # noqa: E402
+from common.models.mamba import mamba_language_model  # noqa: E402
 
 VOCAB, D_MODEL, N_LAYERS, BATCH, SEQ, THREADS = 4096, 256, 4, 8, 256, 2
 
@@ -112,7 +113,7 @@ def bench_training(reps: int, hf_reps: int) -> dict:
         train_step(model, ids)
     for _ in range(reps):
         for name, model in models.items():
-            times[name].append(timed(lambda: train_step(model, ids)))
+            times[name].append(timed(lambda model=model: train_step(model, ids)))
     params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
     attn_impl = models["gptneo"].model.config._attn_implementation
     del models
@@ -120,8 +121,9 @@ def bench_training(reps: int, hf_reps: int) -> dict:
     hf = hf_slow().train()
     params["hf_slow"] = sum(p.numel() for p in hf.parameters())
     train_step(hf, ids)
-    times["hf_slow"] = [timed(lambda: train_step(hf, ids)) for _ in range(hf_reps)]
-    del hf
+    hf_step = partial(train_step, hf, ids)
+    times["hf_slow"] = [timed(hf_step) for _ in range(hf_reps)]
+    del hf, hf_step
     med = {name: statistics.median(ts) for name, ts in times.items()}
     return {
         "seconds_per_step": med,
@@ -145,8 +147,9 @@ def main(argv=None):
     warnings.filterwarnings("ignore")
     torch.set_num_threads(THREADS)
 
-    import transformers
     from importlib.metadata import version
+
+    import transformers
 
     load_before = os.getloadavg()
     training = bench_training(args.reps, args.hf_reps)

@@ -48,22 +48,13 @@ import sys
 import time
 from pathlib import Path
 
+from common.eval.memory import memory_mib, reset_peak
 from common.io import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "mixer_memory.json"
 MODELS = ("mixer", "llama_eager", "llama_sdpa")
 D_MODEL, N_LAYERS, N_HEADS, VOCAB, BATCH, THREADS = 256, 4, 4, 4096, 1, 2
-
-
-def memory_mib() -> dict[str, float]:
-    """Current (VmRSS) and peak-since-reset (VmHWM) resident memory of this process."""
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-    return {key: int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM")}
-
-
-def reset_peak() -> None:
-    Path("/proc/self/clear_refs").write_text("5")
 
 
 # ------------------------------------------------------------------------------- child process

@@ -33,8 +33,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-import transformers  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import transformers  # noqa: E402
 from torch import nn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -95,11 +95,11 @@ def tiny_suite(scale: float) -> dict:
     for name, task in mad_tasks.items():
         if scale != 1:
             task = replace(task, num_train_examples=max(1, int(task.num_train_examples * scale)))
-        parts[name] = timed(lambda: mad.generate(task))
+        parts[name] = timed(lambda task=task: mad.generate(task))
     for name, task in stage_config(params, "lra_generate", LRAGenerateConfig, profile="tiny").tasks.items():
         if scale != 1:
             task = replace(task, n_train=max(2, int(task.n_train * scale)), n_val=max(2, int(task.n_val * scale)))
-        parts[f"lra/{name}"] = timed(lambda: lra_splits(task))
+        parts[f"lra/{name}"] = timed(lambda task=task: lra_splits(task))
     total = sum(parts.values())
     return {"parts_s": parts, "total_s": total, "target_s": 120, "met": total <= 120, "scale": scale,
             "load_before": before, "load_after": load()}

@@ -50,8 +50,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def active_profile(params: dict[str, Any]) -> str:
-    profile = params.get("profile", "tiny")
+def active_profile(params: dict[str, Any], where: str = "params") -> str:
+    """The `profile` key; required, so a params file without it never silently runs some default."""
+    if "profile" not in params:
+        raise ConfigError(f"{where}: no `profile` key; set it to one of {', '.join(PROFILES)}")
+    profile = params["profile"]
     if profile not in PROFILES:
         raise ConfigError(f"profile: {profile!r} is not a profile; allowed: {', '.join(PROFILES)}")
     return profile
@@ -166,6 +169,11 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a string, got {_describe(value)}")
         return value
     raise TypeError(f"unsupported config type {tp!r} at {key}")
+
+
+def check_value(tp: Any, value: Any, key: str) -> Any:
+    """`value` checked against type annotation `tp` (as `from_dict` checks a field), converted."""
+    return _convert(tp, value, key)
 
 
 def _check_bounds(value: Any, meta: Any, key: str) -> None:

@@ -7,9 +7,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)

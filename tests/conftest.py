@@ -52,7 +52,8 @@ def smoke_data(tmp_path_factory) -> dict[str, Path]:
     paths = {"params": params, "stories": root / "stories", "tokenizer": root / "tokenizer",
              "tokenized": root / "tokenized"}
     generate_stories.main(["--params", str(params), "--out", str(paths["stories"])])
-    train_tokenizer.main(["--params", str(params), "--stories", str(paths["stories"]), "--out", str(paths["tokenizer"])])
+    train_tokenizer.main(["--params", str(params), "--stories", str(paths["stories"]),
+                          "--out", str(paths["tokenizer"])])
     tokenize_corpus.main(["--params", str(params), "--stories", str(paths["stories"]),
                           "--tokenizer", str(paths["tokenizer"]), "--out", str(paths["tokenized"])])
     return paths

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from common.stages import generate_stories, lm_baseline
-from tests.conftest import run_module, smoke_params, write_params
+from tests.conftest import ROOT, run_module, smoke_params, write_params
 
 
 def outputs(tmp_path):
@@ -99,3 +99,22 @@ def test_real_cli_prints_exactly_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert "malformed YAML" in result.stderr and "params.yaml:" in result.stderr
     assert not (tmp_path / "stories").exists()
+
+
+@pytest.mark.parametrize("root", ["missing", "empty", "no_profile"])
+def test_a_paper_stage_never_guesses_its_profile(root, tmp_path, monkeypatch, capsys):
+    """A paper's params file has no `profile`; without a root params.yaml that names one, the stage
+    stops instead of running at some default."""
+    from papers.blackmamba import sinkhorn_study
+
+    monkeypatch.chdir(tmp_path)
+    paper_params = tmp_path / "blackmamba.yaml"
+    paper_params.write_text((ROOT / "papers/blackmamba/params.yaml").read_text())
+    if root != "missing":
+        (tmp_path / "params.yaml").write_text("" if root == "empty" else "stories: {}\n")
+    with pytest.raises(SystemExit) as excinfo:
+        sinkhorn_study.main(["--params", str(paper_params), "--out", str(tmp_path / "out" / "sinkhorn.json")])
+    expected = ("not found" if root == "missing"
+                else "params.yaml: no `profile` key; set it to one of smoke, tiny, paper")
+    assert_one_line_exit(capsys, excinfo, expected)
+    assert not (tmp_path / "out").exists()

@@ -197,7 +197,8 @@ class Payload:
     (lambda sd: sd.pop("decoder.layers.1.mixer.router.bias"), "missing 'decoder.layers.1.mixer.router.bias'"),
     (lambda sd: sd.update({"decoder.layers.3.mixer.local_experts.0.linear_fc2.weight": torch.zeros(3, 3)}),
      "decoder.layers.3.mixer.local_experts.0.linear_fc2.weight has shape (3, 3), expected (16, 24)"),
-    (lambda sd: sd.update({"decoder.extra.weight": torch.zeros(1)}), "unexpected keys for this config: decoder.extra.weight"),
+    (lambda sd: sd.update({"decoder.extra.weight": torch.zeros(1)}),
+     "unexpected keys for this config: decoder.extra.weight"),
 ])
 def test_damaged_checkpoints_are_reported_in_one_line(tmp_path, damage, message):
     sd = released_state_dict(TINY)
@@ -233,5 +234,6 @@ def test_recurrent_generation_equals_full_recomputation():
     cached = model.generate(prompt, max_new_tokens=12, use_cache=True)
     recomputed = model.generate(prompt, max_new_tokens=12, use_cache=False)
     assert torch.equal(cached, recomputed)
-    sampled = [model.generate(prompt, max_new_tokens=12, use_cache=c, do_sample=True, top_k=5, seed=7) for c in (True, False)]
+    sampled = [model.generate(prompt, max_new_tokens=12, use_cache=c, do_sample=True, top_k=5, seed=7)
+               for c in (True, False)]
     assert torch.equal(*sampled)

@@ -43,7 +43,8 @@ def test_results_hold_what_the_readme_reports(repro):
         assert res["steps"] == 8 and res["history"][-1]["train_flops"] > 0
     latency = load(repo, "latency.json")
     assert latency["models"]["mamba"]["64"]["cache_bytes"] == latency["models"]["mamba"]["8"]["cache_bytes"]
-    assert latency["models"]["transformer"]["64"]["cache_bytes"] == 8 * latency["models"]["transformer"]["8"]["cache_bytes"]
+    transformer = latency["models"]["transformer"]
+    assert transformer["64"]["cache_bytes"] == 8 * transformer["8"]["cache_bytes"]
     routing = load(repo, "routing.json")
     for mode in routing["modes"].values():
         assert mode["n_layers"] == 1

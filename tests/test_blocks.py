@@ -16,7 +16,7 @@ KWARGS = {"hf_decoder": {"family": "llama", "config": {"num_attention_heads": 4,
 
 def make(name: str, seed: int = 0):
     torch.manual_seed(seed)
-    return build_block(name, D, layer_idx=1, n_ctx=N_CTX, **KWARGS.get(name, {}))
+    return build_block(name, D, layer_idx=1, shared={"n_ctx": N_CTX}, **KWARGS.get(name, {}))
 
 
 @pytest.mark.parametrize("name", sorted(BLOCKS))

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPTNeoConfig, GPTNeoForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    GPTNeoConfig,
+    GPTNeoForCausalLM,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from common.models.hf import language_model_from_hf
 from common.models.lm import LanguageModel, LMConfig

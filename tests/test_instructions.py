@@ -1,4 +1,4 @@
-"""Tests for the synthetic instruction generator and the genre mixer in common/data/instructions.py.
+"""Tests for the synthetic instruction generator and the genre mixer in papers/manticore/instructions.py.
 
 The answers of the computed kinds are re-derived here with plain Python from the instruction and
 input text alone, so a bug in a generator's bookkeeping cannot hide behind the same bookkeeping.
@@ -12,11 +12,17 @@ import statistics
 import pytest
 
 from common.data import hub
-from common.data.instructions import (
-    COLORS, INSTRUCTION_FIELDS, KIND_NAMES, OPPOSITES, PLURALS, generate_instructions,
-    iter_instructions, mix_genres,
-)
 from common.data.stories import generate_stories
+from papers.manticore.instructions import (
+    COLORS,
+    INSTRUCTION_FIELDS,
+    KIND_NAMES,
+    OPPOSITES,
+    PLURALS,
+    generate_instructions,
+    iter_instructions,
+    mix_genres,
+)
 
 N = 800
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
@@ -295,7 +301,8 @@ def test_mix_rejects_bad_fraction(fraction):
 @pytest.mark.parametrize("n, fraction, pool, has, need", [(10, 0.8, "b", 3, 8), (10, 0.2, "a", 5, 8)])
 def test_mix_rejects_small_pools(n, fraction, pool, has, need):
     a, b = _pools(5, 3)
-    with pytest.raises(ValueError, match=rf"^pool {pool} has {has} distinct documents, .* needs {need} from it$") as err:
+    message = rf"^pool {pool} has {has} distinct documents, .* needs {need} from it$"
+    with pytest.raises(ValueError, match=message) as err:
         mix_genres(a, b, fraction, n, seed=0)
     assert "\n" not in str(err.value)
 

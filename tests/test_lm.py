@@ -50,7 +50,8 @@ def test_cached_generation_equals_recomputation(pattern):
     cached = model.generate(prompt, 20, use_cache=True)
     recomputed = model.generate(prompt, 20, use_cache=False)
     assert cached.equal(recomputed)
-    sampled = [model.generate(prompt, 10, do_sample=True, top_k=5, seed=s, use_cache=c) for s in (1, 1) for c in (True, False)]
+    sampled = [model.generate(prompt, 10, do_sample=True, top_k=5, seed=s, use_cache=c)
+               for s in (1, 1) for c in (True, False)]
     assert all(s.equal(sampled[0]) for s in sampled)
 
 

@@ -121,6 +121,7 @@ def test_the_harness_finds_the_registered_model(model, tokenizer, tmp_path, smok
     from common.models.lm import save_language_model
 
     save_language_model(model, tmp_path / "m")
-    adapter = get_model("hybrid-lm").create_from_arg_string(f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}")
+    adapter = get_model("hybrid-lm").create_from_arg_string(
+        f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}")
     (logprob, _), = adapter.loglikelihood([request("loglikelihood", "The cat", " sat")])
     assert logprob == pytest.approx(by_hand(model, tokenizer, "The cat", " sat")[0], abs=1e-4)

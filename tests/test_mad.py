@@ -169,7 +169,7 @@ def test_in_context_recall_vocab_layout_and_noise():
     noise = keys >= 16
     assert noise.mean() == pytest.approx(0.4, abs=0.05)
     np.testing.assert_array_equal(noise[:, : vals.shape[1]], vals >= 16)  # whole pairs are noise
-    assert (keys[~noise] < 8).all() and ((vals[~noise[:, : vals.shape[1]]] >= 8)).all()
+    assert (keys[~noise] < 8).all() and (vals[~noise[:, : vals.shape[1]]] >= 8).all()
     assert (~noise).sum(axis=1).min() >= 2  # a real pair plus the probe key
 
 

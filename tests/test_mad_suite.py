@@ -19,7 +19,7 @@ def test_smoke_run_writes_scores_and_table(tmp_path):
     results = json.loads((tmp_path / "mad.json").read_text())
     assert results["profile"] == "smoke"
     assert set(results["tasks"]) == {"mad_baseline/in-context-recall", "mad_baseline/compression"}
-    for name, r in results["tasks"].items():
+    for r in results["tasks"].values():
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["class_averaged_accuracy"] <= 1 and r["loss"] > 0
         assert r["steps"] == 4 and r["task"]["num_train_examples"] == 64 and r["task"]["seq_len"] == 32
     # Chance: 1/8 for recall values at vocabulary 16 (keys 0-7, values 8-15), 1/15 for compression.

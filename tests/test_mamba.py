@@ -12,8 +12,8 @@ from transformers import MambaConfig, MambaForCausalLM
 from transformers.models.mamba.modeling_mamba import MambaMixer
 
 from common.blocks.mamba import Mamba, chunked_scan, mamba_mixer_state_dict, reference_scan
-from common.models.mamba import convert_mamba_ssm_state_dict, mamba_language_model, mamba_lm_from_hf
 from common.blocks.registry import build_block
+from common.models.mamba import convert_mamba_ssm_state_dict, mamba_language_model, mamba_lm_from_hf
 
 
 def small_mamba(dtype=torch.float64, seed=0, **kwargs) -> Mamba:
@@ -212,7 +212,7 @@ def test_causal(scan):
 
 
 def test_registry_and_backend_choice(caplog):
-    block = build_block("mamba", 16, layer_idx=3, n_ctx=64)  # unknown shared kwargs are ignored
+    block = build_block("mamba", 16, layer_idx=3, shared={"n_ctx": 64})  # a shared setting it does not declare
     assert isinstance(block, Mamba) and block.layer_idx == 3 and block.d_inner == 32
     assert block._backend(torch.zeros(1, 2, 16), None) == "chunked"  # auto on CPU
     with pytest.raises(RuntimeError, match="mamba_ssm"):

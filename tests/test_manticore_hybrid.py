@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPTNeoConfig, GPTNeoForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM, MambaConfig, MambaForCausalLM
+from transformers import (
+    GPTNeoConfig,
+    GPTNeoForCausalLM,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    MambaConfig,
+    MambaForCausalLM,
+)
 
 from common.errors import ConfigError
 from common.models.hf import language_model_from_hf
@@ -19,7 +26,8 @@ V = 64
 
 def tiny_components() -> list[LanguageModel]:
     torch.manual_seed(0)
-    return [LanguageModel(LMConfig(vocab_size=V, d_model=32, pattern="attn,swiglu", repeat=1, blocks={"attn": {"n_heads": 2}})),
+    return [LanguageModel(LMConfig(vocab_size=V, d_model=32, pattern="attn,swiglu", repeat=1,
+                                   blocks={"attn": {"n_heads": 2}})),
             LanguageModel(LMConfig(vocab_size=V, d_model=48, pattern="mamba", repeat=4))]
 
 
@@ -30,11 +38,11 @@ def hf_dirs(tmp_path_factory):
     torch.manual_seed(0)
     models = {
         "gpt_neo": GPTNeoForCausalLM(GPTNeoConfig(vocab_size=V, hidden_size=32, num_layers=2, num_heads=2,
-                                                  attention_types=[[["global", "local"], 1]], max_position_embeddings=64,
-                                                  window_size=4)),
-        "gpt_neox": GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=V, hidden_size=48, num_hidden_layers=4, num_attention_heads=4,
-                                                     intermediate_size=96, max_position_embeddings=64,
-                                                     tie_word_embeddings=True)),
+                                                  attention_types=[[["global", "local"], 1]],
+                                                  max_position_embeddings=64, window_size=4)),
+        "gpt_neox": GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=V, hidden_size=48, num_hidden_layers=4,
+                                                     num_attention_heads=4, intermediate_size=96,
+                                                     max_position_embeddings=64, tie_word_embeddings=True)),
         "mamba": MambaForCausalLM(MambaConfig(vocab_size=V, hidden_size=40, num_hidden_layers=2, state_size=8)),
     }
     for name, model in models.items():
@@ -98,7 +106,8 @@ def test_alphas_get_gradients_and_the_parameter_split_is_a_partition(mode):
 
 def test_mixture_weights_are_on_the_simplex_and_uniform_at_start():
     for mode in ("softmax", "simplex", "fixed"):
-        alphas = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V, alpha_mode=mode)).mixture_weights()
+        net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V, alpha_mode=mode))
+        alphas = net.mixture_weights()
         torch.testing.assert_close(alphas, torch.full((2, 2), 0.5))
 
 
@@ -122,7 +131,8 @@ def test_aux_loss_counts_only_the_components_that_ran():
     torch.manual_seed(0)
     moe = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="attn,moe", repeat=1,
                                  blocks={"attn": {"n_heads": 2},
-                                         "moe": {"n_experts": 4, "top_k": 1, "router": "softmax_topk", "aux_loss_coef": 0.1}}))
+                                         "moe": {"n_experts": 4, "top_k": 1, "router": "softmax_topk",
+                                                 "aux_loss_coef": 0.1}}))
     plain = LanguageModel(LMConfig(vocab_size=V, d_model=16, pattern="mamba", repeat=2))
     net = Manticore([moe, plain], ManticoreConfig(n_blocks=1, vocab_size=V, alpha_mode="fixed"))
     ids = torch.randint(0, V, (2, 8))

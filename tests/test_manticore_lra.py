@@ -19,8 +19,12 @@ from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
 from papers.manticore import lra_experiments
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.lra_experiments import (HybridHidden, LRAExperimentsConfig, SearchedClassificationModule,
-                                              programmed_alphas)
+from papers.manticore.lra_experiments import (
+    HybridHidden,
+    LRAExperimentsConfig,
+    SearchedClassificationModule,
+    programmed_alphas,
+)
 from papers.manticore.search import SearchConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -169,6 +173,7 @@ def test_stage_end_to_end_searches_where_every_component_reads_and_programs_wher
     section["base"]["tasks"]["short"]["data"] = "listops"
     params.write_text(yaml.safe_dump({"profile": "smoke", "lra_experiments": section}))
     with pytest.raises(SystemExit) as exit_info:
-        lra_experiments.main(["--params", str(params), "--out", str(out)])
+        lra_experiments.main(["--params", str(params), "--lra", str(tmp_path / "none"),
+                              "--run-dir", str(tmp_path / "runs"), "--out", str(out)])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0

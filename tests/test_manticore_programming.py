@@ -37,7 +37,8 @@ def test_programming_needs_the_mad_results(tmp_path):
 
 
 def test_corner_finds_a_grid_point():
-    sweep = [{"alphas": [[1.0, 0.0], [0.0, 1.0]], "val_loss": 2.0}, {"alphas": [[0.0, 1.0], [1.0, 0.0]], "val_loss": 3.0}]
+    sweep = [{"alphas": [[1.0, 0.0], [0.0, 1.0]], "val_loss": 2.0},
+             {"alphas": [[0.0, 1.0], [1.0, 0.0]], "val_loss": 3.0}]
     assert corner(sweep, (0.0, 1.0)) == 2.0 and corner(sweep, (1.0, 0.0)) == 3.0
 
 

@@ -10,8 +10,14 @@ from torch.utils.data import DataLoader
 from common.errors import ConfigError
 from common.training.optim import OptimConfig
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.search import (ExponentiatedGradient, ManticoreSearchModule, SearchConfig, freeze_alphas,
-                                     rewind, snapshot)
+from papers.manticore.search import (
+    ExponentiatedGradient,
+    ManticoreSearchModule,
+    SearchConfig,
+    freeze_alphas,
+    rewind,
+    snapshot,
+)
 from tests.test_manticore_hybrid import V, tiny_components
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,7 +40,8 @@ class Recorder(L.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         w, a = self.before
-        self.changed.append((not torch.equal(w, module.net.proj_in[0][0].weight), not torch.equal(a, module.net.alphas)))
+        self.changed.append((not torch.equal(w, module.net.proj_in[0][0].weight),
+                             not torch.equal(a, module.net.alphas)))
 
 
 def fit(module, steps=6, callbacks=()):
@@ -50,7 +57,8 @@ def fit(module, steps=6, callbacks=()):
 ])
 def test_weights_and_alphas_update_on_their_schedule(update, expected):
     net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
-    module = ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0), SearchConfig(arch_lr=0.1, update=update))
+    module = ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0),
+                                   SearchConfig(arch_lr=0.1, update=update))
     recorder = Recorder()
     fit(module, steps=6, callbacks=[recorder])
     assert recorder.changed == expected
@@ -81,7 +89,8 @@ def test_exponentiated_gradient_keeps_rows_on_the_simplex_and_descends():
 def test_rewind_restores_the_exact_pre_search_weights_and_keeps_the_alphas():
     net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
     before = snapshot(net)
-    fit(ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0), SearchConfig(update="simultaneous")), steps=4)
+    fit(ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0), SearchConfig(update="simultaneous")),
+        steps=4)
     searched = net.alphas.detach().clone()
     assert not torch.equal(searched, torch.zeros_like(searched))
     rewind(net, before)
@@ -101,12 +110,12 @@ def test_search_on_fixed_alphas_is_refused():
 def test_a_runner_builds_the_same_hybrid_whatever_the_generator_did_before(tmp_path):
     """Projector pretraining starts from `Runner.hybrid`; its draws must come from the stage's seed."""
     from common.models.lm import LanguageModel, LMConfig
-    from papers.manticore.nl_experiments import FineTuneConfig, Runner
+    from papers.manticore.finetune import FineTuneConfig, Runner
 
     torch.manual_seed(0)
     components = [LanguageModel(LMConfig(vocab_size=32, d_model=8, pattern="mamba", repeat=2, n_ctx=16)),
                   LanguageModel(LMConfig(vocab_size=32, d_model=12, pattern="mamba", repeat=2, n_ctx=16))]
-    runner = Runner(FineTuneConfig(), components, 32, tmp_path, "smoke")
+    runner = Runner(FineTuneConfig(), components, 32, tmp_path)
     built = []
     for unrelated_seed in (1, 2):
         torch.manual_seed(unrelated_seed)

@@ -16,8 +16,7 @@ from common.data.tokenizer import load_tokenizer, tokenizer_fingerprint, train_t
 from common.errors import ConfigError
 from common.models.lm import LanguageModel, LMConfig, save_language_model
 from papers.manticore import completions, general_text
-from papers.manticore.vocabulary import (TOKENIZER_DIR, adapt_to_tokenizer, check_tokenized_with,
-                                         components_for_hybrid)
+from papers.manticore.vocabulary import TOKENIZER_DIR, adapt_to_tokenizer, check_tokenized_with, components_for_hybrid
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -89,12 +88,14 @@ def test_completions_are_written_with_each_components_tokenizer_and_tokenized_wi
         "n_prompts": 6, "max_new_tokens": 5, "n_ctx": 32, "validation_fraction": 0.5, "threads": 1}}}))
     out = tmp_path / "completions"
     completions.main(["--params", str(params), "--components", str(tmp_path / "components"),
-                      "--stories", str(smoke_data["stories"]), "--out", str(out), "--summary", str(tmp_path / "c.json")])
+                      "--stories", str(smoke_data["stories"]), "--out", str(out),
+                      "--summary", str(tmp_path / "c.json")])
 
     text = datasets.load_from_disk(str(out / "text"))
     rows = [r for split in ("train", "validation") for r in text[split]]
     # Mamba completes greedily in its own vocabulary: one prompt at a time, by hand.
-    prompts = [" ".join(t.split()[:4]) for t in datasets.load_from_disk(str(smoke_data["stories"]))["validation"]["text"]][:6]
+    validation = datasets.load_from_disk(str(smoke_data["stories"]))["validation"]
+    prompts = [" ".join(t.split()[:4]) for t in validation["text"]][:6]
     for prompt in prompts:
         ids = torch.tensor([[other_tok.eos_token_id] + other_tok.encode(prompt, add_special_tokens=False)])
         new = mamba.generate(ids, max_new_tokens=5)[0, ids.shape[1]:].tolist()
@@ -128,7 +129,8 @@ def test_general_text_is_packed_once_per_tokenizer_up_to_its_budget(smoke_data, 
         "tokenizers": ["gpt_neo", "pythia"], "block_size": 16, "train_tokens": 1000, "validation_tokens": 200}}}))
     out = tmp_path / "general"
     general_text.main(["--params", str(params), "--components", str(tmp_path / "components"),
-                       "--stories", str(smoke_data["stories"]), "--out", str(out), "--summary", str(tmp_path / "g.json")])
+                       "--stories", str(smoke_data["stories"]), "--out", str(out),
+                       "--summary", str(tmp_path / "g.json")])
     stories = datasets.load_from_disk(str(smoke_data["stories"]))
     for name, tokenizer in (("gpt_neo", stories_tok), ("pythia", other_tok)):
         packed = load_tokenized(out / name)
@@ -165,7 +167,9 @@ def test_hub_components_are_saved_with_their_own_tokenizers(two_tokenizers, tmp_
     params.write_text(yaml.safe_dump({"profile": "smoke", "components": {"base": {
         "source": "hub", "hub": {"gpt_neo": str(tmp_path / "hf_neo"), "mamba": str(tmp_path / "hf_mamba")}}}}))
     out = tmp_path / "components"
-    components.main(["--params", str(params), "--out", str(out), "--metrics", str(tmp_path / "c.json")])
+    components.main(["--params", str(params), "--data", str(tmp_path / "unused"), "--tokenizer",
+                     str(tmp_path / "unused"), "--run-dir", str(tmp_path / "runs"), "--out", str(out),
+                     "--metrics", str(tmp_path / "c.json")])
 
     models, tokenizer = components_for_hybrid(out, ["gpt_neo", "mamba"])
     assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(stories_tok)

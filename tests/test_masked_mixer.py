@@ -7,8 +7,16 @@ import pytest
 import torch
 from torch import nn
 
-from common.blocks.masked_mixer import (BidirectionalMaskedMixer, MaskedMix, MaskedMixer, TwoStreamMLP,
-                                        TwoStreamNorm, bidirectional_merge, causal_mask, two_stream_input)
+from common.blocks.masked_mixer import (
+    BidirectionalMaskedMixer,
+    MaskedMix,
+    MaskedMixer,
+    TwoStreamMLP,
+    TwoStreamNorm,
+    bidirectional_merge,
+    causal_mask,
+    two_stream_input,
+)
 
 D, N_CTX = 8, 10
 

@@ -14,8 +14,14 @@ from common.blocks.transfixer import Transfixer
 from common.config import stage_config
 from common.errors import ConfigError
 from common.models.lm import LanguageModel
-from papers.masked_mixers.models import (Autoencoder, BidirectionalTransformer, ModelsConfig, build_model,
-                                         generate_fixed_window, hidden_states)
+from papers.masked_mixers.models import (
+    Autoencoder,
+    BidirectionalTransformer,
+    ModelsConfig,
+    build_model,
+    generate_fixed_window,
+    hidden_states,
+)
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -176,7 +182,7 @@ def test_bad_params_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("params.yaml").write_text("profile: smoke\n")  # the root params: only the profile
     with pytest.raises(SystemExit) as exit_info:
-        clm.main(["--params", str(params)])
+        clm.main(["--params", str(params), "--data", "d", "--tokenizer", "t", "--run-dir", "r", "--results", "x"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]

@@ -6,8 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from papers.masked_mixers.representation import (decode_topk, hamming_metric, lr_at, recover_input,
-                                                 representation_accuracy)
+from papers.masked_mixers.representation import (
+    decode_topk,
+    hamming_metric,
+    lr_at,
+    recover_input,
+    representation_accuracy,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

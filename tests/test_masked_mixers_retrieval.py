@@ -9,8 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from papers.masked_mixers.retrieval import (RetrievalMixer, RetrievalTraining, infonce_loss, make_batch,
-                                            sample_candidates, train_retrieval)
+from papers.masked_mixers.retrieval import (
+    RetrievalMixer,
+    RetrievalTraining,
+    infonce_loss,
+    make_batch,
+    sample_candidates,
+    train_retrieval,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -149,7 +149,7 @@ def test_sorted_dispatch_matches_naive_loop_values_and_grads(router, top_k, trai
 
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     for name, g, rg in zip(["x", "w_in", "w_out", "router.weight", "router.bias"], grads, ref_grads):
-        torch.testing.assert_close(g, rg, rtol=1e-4, atol=1e-5, msg=lambda s: f"grad {name}: {s}")
+        torch.testing.assert_close(g, rg, rtol=1e-4, atol=1e-5, msg=lambda s, name=name: f"grad {name}: {s}")
     if router == "softmax_topk":
         torch.testing.assert_close(m.aux_loss(), ref_aux, rtol=1e-6, atol=1e-8)
     else:
@@ -370,7 +370,7 @@ def test_load_balance_stats():
 
 
 def test_registry_contract_and_dtypes():
-    m = build_block("moe", 16, layer_idx=3, n_ctx=128, n_experts=4)
+    m = build_block("moe", 16, layer_idx=3, shared={"n_ctx": 128}, n_experts=4)
     assert isinstance(m, MoE) and m.layer_idx == 3
     assert m.d_ff == 64  # 8/3 * 16 rounded up to 64
     assert MoE(1152).d_ff == 3072  # BlackMamba-1.5B's expert width

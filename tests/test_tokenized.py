@@ -24,7 +24,8 @@ def tokenizer(tmp_path_factory):
 
 def test_special_ids_and_exact_round_trip(tokenizer):
     assert tokenizer.convert_ids_to_tokens([0, 1, 2]) == ["<unk>", "<s>", "</s>"]
-    assert (tokenizer.unk_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (0, 1, 2, 2)
+    special = (tokenizer.unk_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert special == (0, 1, 2, 2)
     for text in [*TEXTS[:2], "unseen: zebra 42 ñ\t\n  double  spaces"]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         assert 0 not in ids  # byte fallback: nothing is ever <unk>, newlines included

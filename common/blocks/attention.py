@@ -67,7 +67,8 @@ class _CausalAttention(Block):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         start = cache.length if cache is not None else 0
-        q, k, v = (rearrange(p(x), "b t (h d) -> b h t d", h=self.n_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (rearrange(p(x), "b t (h d) -> b h t d", h=self.n_heads)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
         q, k = self._positions(q, k, start)
         if cache is not None:
             end = start + x.shape[1]
@@ -95,7 +96,7 @@ class Attention(_CausalAttention):
     """Llama-style attention: rotary positions, no biases, softmax scaled by 1/sqrt(head_dim)."""
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_heads: int = 4, rope_theta: float = 10000.0,
-                 bias: bool = False, **kwargs):
+                 bias: bool = False):
         super().__init__(d_model, n_heads, bias=bias, out_bias=bias)
         self.rotary = RotaryEmbedding(self.head_dim, rope_theta)
 
@@ -113,7 +114,7 @@ class NeoAttention(_CausalAttention):
     """
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_heads: int = 4, window: int | None = None,
-                 local_every: int = 2, local_offset: int = 1, scaled: bool = False, **kwargs):
+                 local_every: int = 2, local_offset: int = 1, scaled: bool = False):
         super().__init__(d_model, n_heads, bias=False, out_bias=True)
         self.scale = None if scaled else 1.0
         local = window is not None and layer_idx % local_every == local_offset

@@ -7,7 +7,7 @@ A Hugging Face layer holds its own pre-norms and residual additions, so the bloc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from transformers import GPTNeoConfig, GPTNeoXConfig, LlamaConfig
@@ -37,8 +37,8 @@ class HFDecoderLayer(Block):
     wraps_residual = True
     supports_step = False  # cached decoding through Hugging Face's Cache objects is not wired in
 
-    def __init__(self, d_model: int, layer_idx: int = 0, family: str = "llama",
-                 config: dict[str, Any] | None = None, **kwargs):
+    def __init__(self, d_model: int, layer_idx: int = 0, family: Literal["gpt_neo", "gpt_neox", "llama"] = "llama",
+                 config: dict[str, Any] | None = None):
         super().__init__()
         if family not in FAMILIES:
             raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILIES)}")

@@ -130,7 +130,7 @@ class Hyena(Block):
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 2048, order: int = 2, n_heads: int = 1,
                  filter_dim: int = 64, short_kernel: int = 3, filter_emb_dim: int = 5,
                  filter_decay: tuple[float, float] = (0.3, 1.5), filter_sin_freq: float = 1.0,
-                 bias: bool = True, fft_threshold: int = 64, **kwargs):
+                 bias: bool = True, fft_threshold: int = 64):
         super().__init__()
         if order < 2:
             raise ValueError(f"Hyena order must be >= 2, got {order}")

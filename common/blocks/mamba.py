@@ -22,6 +22,7 @@ import functools
 import logging
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,8 @@ from common.blocks.registry import Block, register
 
 logger = logging.getLogger(__name__)
 
-SCANS = ("auto", "reference", "chunked", "cuda")
+Scan = Literal["auto", "reference", "chunked", "cuda"]
+SCANS = get_args(Scan)
 _announced: set[str] = set()
 
 
@@ -225,9 +227,9 @@ class Mamba(Block):
     """The Mamba-1 mixer (no norm, no residual: the model adds those)."""
 
     def __init__(self, d_model: int, layer_idx: int = 0, d_state: int = 16, d_conv: int = 4, expand: int = 2,
-                 dt_rank: int | str = "auto", conv_bias: bool = True, bias: bool = False, dt_min: float = 0.001,
-                 dt_max: float = 0.1, dt_init_floor: float = 1e-4, scan: str = "auto", chunk_size: int | None = None,
-                 **kwargs):
+                 dt_rank: int | Literal["auto"] = "auto", conv_bias: bool = True, bias: bool = False,
+                 dt_min: float = 0.001, dt_max: float = 0.1, dt_init_floor: float = 1e-4,
+                 scan: Scan = "auto", chunk_size: int | None = None):
         super().__init__()
         if scan not in SCANS:
             raise ValueError(f"scan: must be one of {', '.join(SCANS)}, got {scan!r}")

@@ -177,8 +177,7 @@ class MaskedMixer(Block):
     supports_step = False
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
-                 expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None,
-                 **kwargs):
+                 expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
@@ -259,7 +258,7 @@ class BidirectionalMaskedMixer(Block):
     supports_step = False
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
-                 bias: bool = True, **kwargs):
+                 bias: bool = True):
         super().__init__()
         check_two_stream_width(d_model)
         self.n_ctx = n_ctx
@@ -285,7 +284,7 @@ class TwoStreamMLP(Block):
     """
 
     def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, shared: bool = True,
-                 bias: bool = True, **kwargs):
+                 bias: bool = True):
         super().__init__()
         half = check_two_stream_width(d_model)
         d_ff = d_ff or 4 * half

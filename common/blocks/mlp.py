@@ -14,7 +14,7 @@ class MLP(Block):
     The hidden width is `d_ff`, or `expansion` x d_model when `d_ff` is not given."""
 
     def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, bias: bool = True,
-                 expansion: int = 4, **kwargs):
+                 expansion: int = 4):
         super().__init__()
         d_ff = d_ff or expansion * d_model
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
@@ -28,7 +28,7 @@ class MLP(Block):
 class SwiGLU(Block):
     """SiLU-gated MLP without biases, named as in Llama (`gate_proj`, `up_proj`, `down_proj`)."""
 
-    def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, **kwargs):
+    def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None):
         super().__init__()
         # Llama's sizing: two thirds of 4d, keeping the parameter count of a 4d GELU MLP.
         d_ff = d_ff or 8 * ((8 * d_model // 3 + 7) // 8)

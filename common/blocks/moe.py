@@ -49,6 +49,7 @@ for d_model = 1152 exactly; the 2.8B model's 3872 for 1472 was set by hand, so p
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -56,10 +57,12 @@ from torch import nn
 
 from common.blocks.registry import Block, register
 
-ROUTERS = ("sinkhorn", "sigmoid", "softmax_topk")
-SINKHORN_INITS = ("blackmamba", "vanilla")
-SINKHORN_CRITERIA = ("absolute", "relative")
-EXPERT_IMPLS = ("auto", "loop", "autograd", "grouped_mm")
+Router = Literal["sinkhorn", "sigmoid", "softmax_topk"]
+SinkhornInit = Literal["blackmamba", "vanilla"]
+SinkhornCriterion = Literal["absolute", "relative"]
+ExpertImpl = Literal["auto", "loop", "autograd", "grouped_mm"]
+ROUTERS, SINKHORN_INITS = get_args(Router), get_args(SinkhornInit)
+SINKHORN_CRITERIA, EXPERT_IMPLS = get_args(SinkhornCriterion), get_args(ExpertImpl)
 
 
 def default_d_ff(d_model: int) -> int:
@@ -244,11 +247,12 @@ class _ContiguousGrad(torch.autograd.Function):
 @register("moe")
 class MoE(Block):
     def __init__(self, d_model: int, layer_idx: int = 0, n_experts: int = 8, d_ff: int | None = None,
-                 top_k: int = 1, router: str = "sinkhorn", activation: str = "silu",
-                 sinkhorn_init: str = "blackmamba", sinkhorn_temperature: float = 0.5, sinkhorn_tol: float = 1e-4,
-                 sinkhorn_max_iter: int = 100, sinkhorn_criterion: str = "absolute", sinkhorn_eps: float | None = None,
+                 top_k: int = 1, router: Router = "sinkhorn", activation: Literal["silu", "gelu"] = "silu",
+                 sinkhorn_init: SinkhornInit = "blackmamba", sinkhorn_temperature: float = 0.5,
+                 sinkhorn_tol: float = 1e-4, sinkhorn_max_iter: int = 100,
+                 sinkhorn_criterion: SinkhornCriterion = "absolute", sinkhorn_eps: float | None = None,
                  router_bias: bool = True, aux_loss_coef: float = 0.01, bias: bool = False,
-                 normalize_gates: bool | None = None, expert_impl: str = "auto", **kwargs):
+                 normalize_gates: bool | None = None, expert_impl: ExpertImpl = "auto"):
         super().__init__()
         if router not in ROUTERS:
             raise ValueError(f"router must be one of {ROUTERS}, got {router!r}")

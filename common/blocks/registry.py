@@ -5,8 +5,14 @@ Every block is an `nn.Module` subclass of `Block`, registered under a short name
     build_block(name, d_model, layer_idx, **kwargs)
 
 A block maps `x: [batch, time, d_model]` to a tensor of the same shape; the model adds the residual
-and the pre-norm around it. Unknown keyword arguments are ignored by convention (`**kwargs`), so a
-model can hand every block the same shared settings (`n_ctx`, for example).
+and the pre-norm around it.
+
+A block's constructor is its config schema: it declares exactly the options it takes, with types,
+and has no catch-all `**kwargs`. `build_block` checks options against that signature, so a typo
+(`n_head` for `n_heads`) stops with one line naming the option and what is allowed instead of
+silently training the default. Settings the model offers every block (`SHARED`: `n_ctx`) reach
+only the blocks that declare them. A block outside the registry is named by import path,
+`package.module:Class`, so a paper can keep its own blocks in its package and use them from YAML.
 
 Generation protocol (used by `LanguageModel.generate`):
 
@@ -28,12 +34,19 @@ causality test skips them and checks that they are marked honestly.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import importlib
+import inspect
+from typing import Any, ClassVar, get_type_hints
 
 import torch
 from torch import nn
 
-BLOCKS: dict[str, type["Block"]] = {}
+from common.config import check_value
+from common.errors import ConfigError
+
+BLOCKS: dict[str, type[Block]] = {}
+# Settings that `LanguageModel` offers every block; a block receives one only if it declares it.
+SHARED = ("n_ctx",)
 
 
 class Block(nn.Module):
@@ -81,7 +94,60 @@ def register(name: str):
     return add
 
 
-def build_block(name: str, d_model: int, layer_idx: int = 0, **kwargs) -> Block:
-    if name not in BLOCKS:
-        raise KeyError(f"unknown block {name!r}; registered: {', '.join(sorted(BLOCKS))}")
-    return BLOCKS[name](d_model=d_model, layer_idx=layer_idx, **kwargs)
+def block_class(name: str) -> type[Block]:
+    """A registered name, or an import path `package.module:Class` naming a `Block` subclass."""
+    if ":" not in name:
+        if name not in BLOCKS:
+            raise ConfigError(f"unknown block {name!r}; registered: {', '.join(sorted(BLOCKS))}, "
+                              "or an import path package.module:Class")
+        return BLOCKS[name]
+    module_name, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"block {name!r}: cannot import it ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, Block)):
+        raise ConfigError(f"block {name!r}: not a subclass of common.blocks.registry.Block")
+    return cls
+
+
+def block_options(cls: type[Block]) -> dict[str, inspect.Parameter]:
+    """The options a block's constructor declares: every parameter after `d_model` and `layer_idx`."""
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    if [p.name for p in params[:2]] != ["d_model", "layer_idx"]:
+        raise TypeError(f"{cls.__qualname__}.__init__ must start with (d_model, layer_idx, ...)")
+    catch_all = [p.name for p in params if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if catch_all:
+        raise TypeError(f"{cls.__qualname__}.__init__ takes *{catch_all[0]}: a block declares exactly its options")
+    return {p.name: p for p in params[2:]}
+
+
+def check_block_options(name: str, options: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate `options` for block `name` against its constructor: unknown names, missing required
+    options and wrong types are a `ConfigError` naming `where.<option>` and the allowed options.
+    Returns the options converted to the declared types (a YAML list to a tuple, an int to a float)."""
+    cls = block_class(name)
+    declared = block_options(cls)
+    hints = get_type_hints(cls.__init__)
+    allowed = ", ".join(key for key in declared if key not in SHARED) or "none"
+    checked = {}
+    for key, value in options.items():
+        if key in SHARED and key in declared:
+            raise ConfigError(f"{where}.{key}: set by the model for every block that takes it, not per block")
+        if key not in declared:
+            raise ConfigError(f"{where}.{key}: unknown option; allowed: {allowed}")
+        checked[key] = check_value(hints.get(key, Any), value, f"{where}.{key}")
+    for key, param in declared.items():
+        if param.default is inspect.Parameter.empty and key not in options and key not in SHARED:
+            raise ConfigError(f"{where}.{key}: required option missing")
+    return checked
+
+
+def build_block(name: str, d_model: int, layer_idx: int = 0, shared: dict[str, Any] | None = None,
+                **options) -> Block:
+    """Block `name` (registered, or `package.module:Class`) with the given options, which must be ones
+    it declares; `shared` settings (`SHARED`) are passed to it only if it declares them."""
+    cls = block_class(name)
+    kwargs = {key: value for key, value in (shared or {}).items() if key in block_options(cls)}
+    kwargs.update(check_block_options(name, options, where=name))
+    return cls(d_model=d_model, layer_idx=layer_idx, **kwargs)

@@ -32,7 +32,7 @@ class Transfixer(Block):
     supports_step = False
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, n_heads: int = 4,
-                 placement: Literal["series", "before", "parallel"] = "series", **kwargs):
+                 placement: Literal["series", "before", "parallel"] = "series"):
         super().__init__()
         if placement not in PLACEMENTS:
             raise ValueError(f"transfixer placement {placement!r}; allowed: {', '.join(PLACEMENTS)}")

@@ -1,0 +1,1 @@
+"""Data: generators, tokenizer, tokenized corpora, Hub loaders and DataModules."""

@@ -7,15 +7,16 @@ run restarted from a checkpoint sees precisely the batches the killed run had no
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 from common.config import bounded
+from common.data.manifest import manifest_fingerprint
 from common.data.tokenized import load_tokenized
 
 
@@ -99,10 +100,15 @@ class TextDataModule(L.LightningDataModule):
         if self.data is None:
             self.data = load_tokenized(self.data_dir, splits=(self.train_split, self.val_split))
 
+    def fingerprint(self) -> str:
+        """The data's identity for resuming: its manifest (a content hash per file) and the cut."""
+        return manifest_fingerprint(self.data_dir, extra={"n_ctx": self.n_ctx, "splits": [self.train_split,
+                                                                                        self.val_split]})
+
     def train_dataloader(self) -> DataLoader:
         train = self.data[self.train_split]
-        return ResumableDataLoader(train, batch_size=self.batch_size, sampler=EpochShuffleSampler(len(train), self.seed),
-                                   **self._loader_kwargs())
+        return ResumableDataLoader(train, batch_size=self.batch_size,
+                                   sampler=EpochShuffleSampler(len(train), self.seed), **self._loader_kwargs())
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.data[self.val_split], batch_size=self.batch_size, shuffle=False, **self._loader_kwargs())
@@ -112,4 +118,5 @@ class TextDataModule(L.LightningDataModule):
         return batch if self.n_ctx is None else {k: v[:, :self.n_ctx] for k, v in batch.items()}
 
     def _loader_kwargs(self) -> dict:
-        return {"collate_fn": self._collate, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+        return {"collate_fn": self._collate, "num_workers": self.num_workers,
+                "persistent_workers": self.num_workers > 0}

@@ -54,8 +54,9 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import datasets
 import httpx2  # the HTTP client huggingface_hub uses; its transport errors can escape datasets

@@ -43,7 +43,7 @@ Differences from the LRA generator (``lra_benchmarks/data/listops.py``)
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

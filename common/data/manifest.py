@@ -39,6 +39,20 @@ def write_manifest(directory: str | Path, *, stage: str, params: dict[str, Any],
     return manifest
 
 
+def config_fingerprint(obj: Any) -> str:
+    """A short SHA-256 of `obj`'s canonical JSON: the identity of data generated from a config."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def manifest_fingerprint(directory: str | Path, extra: Any = None) -> str:
+    """The identity of a data directory: a hash of its manifest (which holds a content hash per
+    file), with `extra` (how the reader cuts it) mixed in. A directory without a manifest is an error."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise DataError(f"{directory}: no {MANIFEST}; data directories are written by the pipeline's data stages")
+    return config_fingerprint({"manifest": hashlib.sha256(path.read_bytes()).hexdigest(), "extra": extra})
+
+
 def verify_manifest(directory: str | Path, *, hint: str) -> dict[str, Any]:
     """Check that `directory` exists and matches its manifest; `hint` says how to rebuild it."""
     directory = Path(directory)

@@ -24,7 +24,7 @@ start..start+n-1 of any larger call.
 """
 
 import random
-from typing import Iterator
+from collections.abc import Iterator
 
 STORY_FIELDS = (
     "story_id", "text", "summary",

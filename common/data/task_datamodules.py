@@ -11,6 +11,7 @@ Batches:
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -21,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from common.data.datamodule import EpochShuffleSampler, ResumableDataLoader
 from common.data.lra import LRATaskConfig, load_splits, lra_splits
 from common.data.mad import MADTaskConfig, generate
+from common.data.manifest import config_fingerprint, manifest_fingerprint
 
 
 class ArrayRows(Dataset):
@@ -82,6 +84,10 @@ class MADDataModule(_ArrayDataModule):
             self.train = ArrayRows(input_ids=self.data["train_inputs"], labels=self.data["train_targets"])
             self.val = ArrayRows(input_ids=self.data["test_inputs"], labels=self.data["test_targets"])
 
+    def fingerprint(self) -> str:
+        """The task config: the data are generated from it, seed included."""
+        return config_fingerprint(asdict(self.task))
+
 
 class LRADataModule(_ArrayDataModule):
     """One LRA task (ListOps, Pathfinder, IMDb or CIFAR-10); see `common/data/lra.py`. Built from
@@ -99,3 +105,9 @@ class LRADataModule(_ArrayDataModule):
             self.splits = lra_splits(self.task) if self.data_dir is None else load_splits(self.data_dir, self.task)
             self.train = ArrayRows(**self.splits["train"])
             self.val = ArrayRows(**self.splits["validation"])
+
+    def fingerprint(self) -> str:
+        """The stored data's manifest, or the task config the data are generated from."""
+        if self.data_dir is None:
+            return config_fingerprint(asdict(self.task))
+        return manifest_fingerprint(self.data_dir, extra=asdict(self.task))

@@ -11,9 +11,9 @@ Each document is followed by `</s>`, which the model learns to predict. Rows car
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import datasets
 import numpy as np

@@ -1,0 +1,1 @@
+"""Evaluation: metrics, parameter and FLOP counting, generation timing, result tables and plots."""

@@ -56,7 +56,7 @@ class LanguageModelEval(_HarnessLM):
         self.n_ctx = model.cfg.n_ctx
 
     @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> "LanguageModelEval":
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> LanguageModelEval:
         """`model=<save_language_model directory>,tokenizer=<tokenizer directory>`. Requests are scored
         one at a time, so the harness's batch size is ignored."""
         from common.data.tokenizer import load_tokenizer

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from common.errors import DataError, exit_on_user_error
 from common.io import atomic_file
-from common.stages import stage_parser
+from common.stages import stage_args
 
 
 def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> str:
@@ -28,7 +28,7 @@ def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], st
         if not pattern.search(readme):
             raise DataError(f"README: no <!-- table:{name} --> ... <!-- /table --> block")
         body = f"_Profile `{data['profile']}`; generated from `results/{name}.json`._\n\n{make(data)}\n"
-        readme = pattern.sub(lambda m: m.group(1) + body + m.group(2), readme)
+        readme = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), readme)
     return readme
 
 
@@ -43,10 +43,8 @@ def report_main(paper: str, tables: dict[str, Callable[[dict], str]], argv: list
 
     @exit_on_user_error
     def run() -> None:
-        parser = stage_parser(f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.")
-        parser.add_argument("--results", type=Path, default=Path(f"papers/{paper}/results"))
-        parser.add_argument("--readme", type=Path, default=Path(f"papers/{paper}/README.md"))
-        args = parser.parse_args(argv)
+        args = stage_args(argv, f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.",
+                          "results", "readme", params=False)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
         update_readme(args.readme, args.results, tables, f"run `dvc repro papers/{paper}/dvc.yaml` first")
         logging.getLogger("report").info("updated %s", args.readme)

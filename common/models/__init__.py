@@ -1,0 +1,1 @@
+"""Models built from the block library, and loaders for Hugging Face checkpoints."""

@@ -96,7 +96,8 @@ def language_model_from_hf(source) -> LanguageModel:
     state = {}
     for ours, theirs in (("embed", embed), ("pos_embed", positions), ("final_norm", final_norm), ("head", head)):
         if theirs is not None:
-            state.update({f"{ours}.{k[len(theirs) + 1:]}": v for k, v in hf_state.items() if k.startswith(theirs + ".")})
+            state.update({f"{ours}.{k[len(theirs) + 1:]}": v
+                          for k, v in hf_state.items() if k.startswith(theirs + ".")})
     for i in range(n_layers):
         prefix = f"{layers}.{i}."
         state.update({f"blocks.{i}.layer.{k[len(prefix):]}": v for k, v in hf_state.items() if k.startswith(prefix)})

@@ -2,9 +2,10 @@
 
     embedding (+ learned positions) -> [x = x + block(norm(x)) for each block] -> final norm -> head
 
-The pattern names registered blocks, e.g. `"mamba,moe"` repeated 2 times, or `"attn,swiglu"`.
-Each block gets `d_model`, its `layer_idx`, the shared `n_ctx`, and the keyword arguments listed
-under its name in `blocks`, so one config can hold several block types side by side.
+The pattern names registered blocks, e.g. `"mamba,moe"` repeated 2 times, or `"attn,swiglu"`, or
+blocks kept elsewhere by import path (`package.module:Class`). Each block gets `d_model`, its
+`layer_idx`, the model's `n_ctx` if it declares that option, and the options listed under its name
+in `blocks`, which are checked against the options the block declares.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from torch import nn
 
 import common.blocks  # noqa: F401  (registers every block family)
 from common.blocks.norms import build_norm
-from common.blocks.registry import BLOCKS, build_block
+from common.blocks.registry import block_class, build_block, check_block_options
 from common.config import bounded, from_dict
 from common.errors import ConfigError, DataError
 from common.io import atomic_dir
@@ -49,11 +50,22 @@ class LMConfig:
 
     def check(self) -> None:
         for name in self.layers:
-            if name not in BLOCKS:
-                raise ConfigError(f"pattern: unknown block {name!r}; registered: {', '.join(sorted(BLOCKS))}")
-        for name in self.blocks:
+            try:
+                block_class(name)
+            except ConfigError as err:
+                raise ConfigError(f"pattern: {err}") from None
+        for name, options in self.blocks.items():
             if name not in self.layers:
                 raise ConfigError(f"blocks.{name}: not in the pattern ({self.pattern})")
+            if not isinstance(options, dict):
+                raise ConfigError(f"blocks.{name}: expected a mapping of options, got {type(options).__name__}")
+            check_block_options(name, options, where=f"blocks.{name}")
+
+
+def check_lm_spec(raw: dict[str, Any], where: str) -> None:
+    """Validate a `LMConfig` mapping whose `vocab_size` and `n_ctx` are filled in later from the data,
+    so a stage's config is checked, block options included, before any work starts."""
+    from_dict(LMConfig, {"vocab_size": 2, "n_ctx": 1, **raw}, where=where)
 
 
 @dataclass
@@ -70,7 +82,7 @@ class LanguageModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_embed = nn.Embedding(cfg.n_ctx, cfg.d_model) if cfg.pos_embedding == "learned" else None
         self.blocks = nn.ModuleList(
-            build_block(name, cfg.d_model, i, n_ctx=cfg.n_ctx, **cfg.blocks.get(name, {}))
+            build_block(name, cfg.d_model, i, shared={"n_ctx": cfg.n_ctx}, **cfg.blocks.get(name, {}))
             for i, name in enumerate(cfg.layers)
         )
         self.norms = nn.ModuleList(

@@ -1,8 +1,8 @@
 """DVC stage entry points of the root pipeline; `python -m common.stages.<name> --help`.
 
-Each stage reads its own section of a params file (default `params.yaml`), resolved for the active
-profile, takes its input and output paths as arguments, writes outputs atomically, and reports a
-user error as one line with exit status 2.
+Each stage reads its own section of a params file, resolved for the active profile, takes its input
+and output paths as required arguments (`stage_args`; `dvc.yaml` is the one place they are
+written), writes outputs atomically, and reports a user error as one line with exit status 2.
 
 Paper pipelines (`papers/<paper>/dvc.yaml`) run their stages from the repository root
 (`wdir: ../..`) and keep their sections in `papers/<paper>/params.yaml`. That file has no
@@ -13,18 +13,31 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from common.config import active_profile, load_yaml, stage_config
+from common.errors import ConfigError
 
 T = TypeVar("T")
 
 
-def stage_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default: params.yaml)")
-    return parser
+def stage_args(argv: list[str] | None, doc: str, *paths: str, params: bool = True,
+               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """A stage's command line: `--params` (unless `params=False`) and one `--<name>` per path, all
+    required. Paths are written once, in `dvc.yaml`; a stage has no defaults that could drift from
+    them. `extra` adds options that are not paths."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if params:
+        parser.add_argument("--params", type=Path, required=True, metavar="PATH",
+                            help="params file with the stage's section (a paper's takes its profile from the root "
+                                 "params.yaml)")
+    for name in paths:
+        parser.add_argument(f"--{name}", type=Path, required=True, metavar="PATH")
+    if extra is not None:
+        extra(parser)
+    return parser.parse_args(argv)
 
 
 ROOT_PARAMS = Path("params.yaml")
@@ -34,10 +47,16 @@ def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, d
     """Validate the stage's section for the active profile: (config, profile, raw params).
 
     The profile comes from `params_path` when it names one, else from the root `params.yaml` in
-    the working directory (the case of a paper's params file)."""
+    the working directory (the case of a paper's params file; DVC runs paper stages from the
+    repository root). A root file that is missing, empty or without `profile` is an error: a stage
+    never guesses its profile."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     params = load_yaml(params_path)
-    if "profile" not in params and Path(params_path).resolve() != ROOT_PARAMS.resolve() and ROOT_PARAMS.is_file():
-        params = {**params, "profile": active_profile(load_yaml(ROOT_PARAMS))}
-    profile = active_profile(params)
+    if "profile" not in params and Path(params_path).resolve() != ROOT_PARAMS.resolve():
+        if not ROOT_PARAMS.is_file():
+            raise ConfigError(f"{ROOT_PARAMS.resolve()}: not found; {params_path} takes its profile from the root "
+                              "params.yaml, so run the stage from the repository root")
+        params = {**params, "profile": active_profile(load_yaml(ROOT_PARAMS), where=str(ROOT_PARAMS))}
+    profile = active_profile(params, where=str(params_path))
+    logging.getLogger("stage").info("%s at profile %s", section, profile)
     return stage_config(params, section, cls, profile), profile, params

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Literal
 
 import datasets
@@ -19,7 +18,7 @@ from common.data.manifest import write_manifest
 from common.data.stories import generate_stories
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("generate_stories")
 
@@ -48,9 +47,7 @@ def build(cfg: StoriesConfig) -> datasets.DatasetDict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=Path("data/stories"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "out")
     cfg, profile, _ = load_stage(args.params, "stories", StoriesConfig)
     corpus = build(cfg)
     with atomic_dir(args.out) as tmp:

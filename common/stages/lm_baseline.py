@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-import lightning as L
+import torch
 
 from common.data.datamodule import LoaderConfig, TextDataModule
 from common.data.tokenized import load_tokenized
@@ -19,11 +18,10 @@ from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
 from common.eval.plots import plot_loss_curves
 from common.models.hf import LlamaSpec, build_llama
-from common.stages import load_stage, stage_parser
-from common.training.callbacks import MetricsJSON
+from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, run_training
 
 log = logging.getLogger("lm_baseline")
 
@@ -39,32 +37,26 @@ class LMBaselineConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/lm_baseline"))
-    parser.add_argument("--metrics", type=Path, default=Path("results/lm_baseline.json"))
-    parser.add_argument("--plot", type=Path, default=Path("results/lm_baseline_loss.png"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "metrics", "plot")
     cfg, profile, _ = load_stage(args.params, "lm_baseline", LMBaselineConfig)
 
     # Validate every input before anything is written.
     vocab_size = len(load_tokenizer(args.tokenizer))
     n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
 
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    net = build_llama(cfg.model, vocab_size=vocab_size, n_ctx=n_ctx)
-    module = CausalLMModule(net, vocab_size=vocab_size, optim=cfg.optim)
     datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
                                 seed=cfg.seed)
-    n_params = sum(p.numel() for p in net.parameters())
-    metrics = MetricsJSON(args.metrics, extra={"profile": profile, "n_params": n_params, "n_ctx": n_ctx,
-                                               "vocab_size": vocab_size, "batch_size": cfg.data.batch_size})
-    trainer = build_trainer(cfg.trainer, args.run_dir, callbacks=[metrics])
-    fit(trainer, module, datamodule, args.run_dir, run_config={"profile": profile, **asdict(cfg)})
+    with torch.device("meta"):  # counted without allocating or drawing weights
+        n_params = sum(p.numel() for p in build_llama(cfg.model, vocab_size=vocab_size, n_ctx=n_ctx).parameters())
+    run = run_training(
+        lambda: CausalLMModule(build_llama(cfg.model, vocab_size=vocab_size, n_ctx=n_ctx), vocab_size=vocab_size,
+                               optim=cfg.optim),
+        datamodule, cfg.trainer, args.run_dir, seed=cfg.seed, run_config=asdict(cfg), metrics_path=args.metrics,
+        metrics_extra={"profile": profile, "n_params": n_params, "n_ctx": n_ctx, "vocab_size": vocab_size,
+                       "batch_size": cfg.data.batch_size})
 
-    if trainer.is_global_zero:
-        plot_loss_curves(metrics.history, args.plot,
+    if run.trainer.is_global_zero:
+        plot_loss_curves(run.history, args.plot,
                          title=f"lm_baseline ({profile}): Llama, {n_params / 1e6:.2f}M parameters")
         log.info("wrote %s and %s", args.metrics, args.plot)
 

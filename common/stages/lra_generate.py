@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from common.data.lra import LRATaskConfig, lra_splits, save_splits
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("lra_generate")
 
@@ -35,9 +34,7 @@ class LRAGenerateConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=Path("data/lra"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "out")
     cfg, profile, _ = load_stage(args.params, "lra_generate", LRAGenerateConfig)
     with atomic_dir(args.out) as tmp:
         for name, task in cfg.tasks.items():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from common.config import bounded
@@ -22,7 +21,7 @@ from common.data import mad
 from common.errors import exit_on_user_error
 from common.io import atomic_file, write_json
 from common.models.lm import LMConfig
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 from common.training.mad import train_on_mad
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -71,11 +70,7 @@ def markdown_table(results: dict[str, Any]) -> str:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--run-dir", type=Path, default=Path("data/mad_suite"))
-    parser.add_argument("--metrics", type=Path, default=Path("results/mad_suite.json"))
-    parser.add_argument("--table", type=Path, default=Path("results/mad_suite.md"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "run-dir", "metrics", "table")
     cfg, profile, _ = load_stage(args.params, "mad_suite", MADSuiteConfig)
 
     tasks = cfg.tasks()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import datasets
 
@@ -14,7 +13,7 @@ from common.data.tokenized import tokenize_packed, tokenize_padded
 from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("tokenize")
 
@@ -27,11 +26,7 @@ class TokenizeConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--out", type=Path, default=Path("data/tokenized"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "stories", "tokenizer", "out")
     cfg, profile, _ = load_stage(args.params, "tokenize", TokenizeConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     tokenizer = load_tokenizer(args.tokenizer)

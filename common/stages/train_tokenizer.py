@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import datasets
 
@@ -13,7 +12,7 @@ from common.data.manifest import verify_manifest, write_manifest
 from common.data.tokenizer import train_tokenizer
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("train_tokenizer")
 
@@ -26,10 +25,7 @@ class TokenizerConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--out", type=Path, default=Path("data/tokenizer"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "stories", "out")
     cfg, profile, _ = load_stage(args.params, "tokenizer", TokenizerConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     train = datasets.load_from_disk(str(args.stories))["train"]

@@ -1,0 +1,1 @@
+"""Training: LightningModules, callbacks, optimisers, and `run_training`, the one entry point."""

@@ -14,7 +14,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Literal
 
-import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -25,7 +24,7 @@ from common.models.lm import LMConfig
 from common.training.mad import lm_backbone
 from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, run_training
 
 
 @torch.no_grad()
@@ -49,16 +48,17 @@ def evaluate_classifier(module: SequenceClassificationModule, loader) -> dict[st
 
 def train_on_lra(lm: LMConfig, task: LRATaskConfig, trainer: TrainerConfig, run_dir: str | Path,
                  optim: OptimConfig | None = None, batch_size: int = 32, seed: int = 0,
-                 pooling: Literal["last", "mean"] = "last", callbacks: list[L.Callback] = ()) -> dict[str, float]:
+                 pooling: Literal["last", "mean"] = "last") -> dict[str, float]:
     """Train on the task's train split, then score the whole validation split."""
-    L.seed_everything(seed, verbose=False)
     data = LRADataModule(task, batch_size=batch_size, seed=seed)
     data.setup()
     longest = max(split["input_ids"].shape[1] for split in data.splits.values())
     lm = replace(lm, vocab_size=vocab_size(task), n_ctx=max(lm.n_ctx, longest))
-    module = SequenceClassificationModule(lm_backbone(lm), lm.d_model, num_classes(task), pooling=pooling, optim=optim)
-    run = build_trainer(trainer, run_dir, callbacks=list(callbacks))
-    run_config = {"lm": asdict(lm), "task": asdict(task), "trainer": asdict(trainer), "optim": asdict(module.optim),
-                  "batch_size": batch_size, "seed": seed, "pooling": pooling}
-    fit(run, module, data, run_dir, run_config)
-    return {**evaluate_classifier(module, data.val_dataloader()), "steps": run.global_step}
+    optim = optim or OptimConfig()
+    run = run_training(
+        lambda: SequenceClassificationModule(lm_backbone(lm), lm.d_model, num_classes(task), pooling=pooling,
+                                             optim=optim),
+        data, trainer, run_dir, seed=seed,
+        run_config={"lm": asdict(lm), "task": asdict(task), "optim": asdict(optim), "batch_size": batch_size,
+                    "pooling": pooling})
+    return {**evaluate_classifier(run.module, data.val_dataloader()), "steps": run.steps}

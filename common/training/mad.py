@@ -15,6 +15,7 @@ add a sinusoidal embedding of each output position, decode with a two-layer MLP 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from common.data.task_datamodules import MADDataModule
 from common.models.lm import LanguageModel, LMConfig
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, TrainingRun, run_training
 
 
 def lm_backbone(cfg: LMConfig) -> LanguageModel:
@@ -99,25 +100,24 @@ def evaluate_mad(net: nn.Module, loader) -> dict[str, float]:
 
 
 def train_on_mad(lm: LMConfig, task: MADTaskConfig, trainer: TrainerConfig, run_dir: str | Path,
-                 optim: OptimConfig | None = None, batch_size: int = 32, seed: int = 0,
-                 callbacks: list[L.Callback] = ()) -> dict[str, float]:
+                 optim: OptimConfig | None = None, batch_size: int = 32, seed: int = 0) -> dict[str, float]:
     """Train on the task's train split, then score the whole test split. A run killed midway
     resumes from its last checkpoint in `run_dir` when called again with the same arguments."""
-    L.seed_everything(seed, verbose=False)
-    net = build_mad_model(lm, task)
-    module = CausalLMModule(net, vocab_size=task.vocab_size, optim=optim, shift_labels=False)
-    return train_module_on_mad(module, task, trainer, run_dir, batch_size, seed, run_config={"lm": asdict(lm)},
-                               callbacks=callbacks)
+    def build() -> CausalLMModule:
+        return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=optim, shift_labels=False)
+
+    scores, _ = train_module_on_mad(build, task, trainer, run_dir, batch_size, seed,
+                                    run_config={"lm": asdict(lm), "optim": asdict(optim or OptimConfig())})
+    return scores
 
 
-def train_module_on_mad(module: L.LightningModule, task: MADTaskConfig, trainer: TrainerConfig, run_dir: str | Path,
-                        batch_size: int = 32, seed: int = 0, run_config: dict | None = None,
-                        callbacks: list[L.Callback] = ()) -> dict[str, float]:
-    """`train_on_mad` for a module built elsewhere (its `net` maps ids to unshifted logits), e.g. a
-    hybrid with its own optimizers; `run_config` names the network for the resume check."""
+def train_module_on_mad(build: Callable[[], L.LightningModule], task: MADTaskConfig, trainer: TrainerConfig,
+                        run_dir: str | Path, batch_size: int, seed: int, run_config: dict
+                        ) -> tuple[dict[str, float], TrainingRun]:
+    """`train_on_mad` for a module made by `build` (its `net` maps ids to unshifted logits), e.g. a
+    hybrid with its own optimizers; `run_config` names the network for the resume check. Returns
+    the scores and the run (its module and metric history)."""
     data = MADDataModule(task, batch_size=batch_size, seed=seed)
-    run = build_trainer(trainer, run_dir, callbacks=list(callbacks))
-    run_config = {**(run_config or {}), "task": asdict(task), "trainer": asdict(trainer),
-                  "optim": asdict(module.optim), "batch_size": batch_size, "seed": seed}
-    fit(run, module, data, run_dir, run_config)
-    return {**evaluate_mad(module.net, data.test_dataloader()), "steps": run.global_step}
+    run = run_training(build, data, trainer, run_dir, seed=seed,
+                       run_config={**run_config, "task": asdict(task), "batch_size": batch_size})
+    return {**evaluate_mad(run.module.net, data.test_dataloader()), "steps": run.steps}, run

@@ -1,4 +1,9 @@
-"""Build a Lightning `Trainer` from config, and run `fit` with checkpoints and resume.
+"""The one way this project trains a network: `run_training`.
+
+Given what builds the network (not a built one), a data module, the trainer config, a seed, the
+run's config and a run directory, it seeds, builds, seeds again, fits with checkpoints and resume,
+and returns the module, the trainer and the metric history. Every stage trains through it, so
+seeding, resume and metrics behave the same everywhere.
 
 Everything that decides where and how training runs (accelerator, devices, strategy, nodes,
 precision) comes from `TrainerConfig`, so the same config scales from a laptop to multi-node DDP
@@ -11,7 +16,8 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightning as L
@@ -83,36 +89,65 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
 RUN_STATE = "run_state.json"
 
 
-def fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule,
-        run_dir: str | Path, run_config: dict) -> None:
+@dataclass
+class TrainingRun:
+    """What `run_training` returns: the trained module, its trainer, and the metrics callback
+    (`history` holds the curves)."""
+    module: L.LightningModule
+    trainer: L.Trainer
+    metrics: MetricsJSON
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        return self.metrics.history
+
+    @property
+    def steps(self) -> int:
+        return self.trainer.global_step
+
+
+def run_training(build: Callable[[], L.LightningModule], datamodule: L.LightningDataModule, cfg: TrainerConfig,
+                 run_dir: str | Path, *, seed: int, run_config: dict, metrics_path: str | Path | None = None,
+                 metrics_extra: dict | None = None, callbacks: list[L.Callback] = ()) -> TrainingRun:
+    """Train the module `build()` makes on `datamodule`, resuming a run that was cut short.
+
+    1. Seed, then build: the initial weights depend only on `seed`, never on what ran before in the
+       process.
+    2. Seed again: the training's random stream (Gumbel samples, dataloader seeds) does not depend
+       on how many numbers building drew.
+    3. Fit with checkpoints in `run_dir`. A run resumes only if it never finished and its key is
+       unchanged: `run_config`, the trainer config, the seed, and the fingerprint of the input data
+       (`datamodule.fingerprint()`), so a half-finished run never resumes on regenerated data.
+    """
+    run_dir = Path(run_dir)
+    L.seed_everything(seed, workers=True, verbose=False)
+    module = build()
+    L.seed_everything(seed, workers=True, verbose=False)
+    metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=metrics_extra)
+    trainer = build_trainer(cfg, run_dir, callbacks=[metrics, *callbacks])
+    key = {"config": run_config, "trainer": asdict(cfg), "seed": seed, "data": datamodule.fingerprint()}
+    _fit(trainer, module, datamodule, run_dir, key)
+    return TrainingRun(module, trainer, metrics)
+
+
+def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule,
+         run_dir: Path, run_key: dict) -> None:
     """`trainer.fit`, resuming from `run_dir/checkpoints/last.ckpt` when that run was cut short.
 
-    A run resumes only if it never finished and was started with exactly the same `run_config`;
+    A run resumes only if it never finished and was started with exactly the same `run_key`;
     otherwise its old checkpoints are removed and training starts afresh. That makes a killed
     `dvc repro` pick up where it stopped, without ever resuming into a changed experiment.
     """
-    run_dir = Path(run_dir)
     state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
-    resumable = state.get("config") == run_config and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
+    resumable = state.get("key") == run_key and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
     if trainer.is_global_zero:
         if not resumable:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-            write_json(state_path, {"config": run_config, "complete": False})
+            write_json(state_path, {"key": run_key, "complete": False})
         else:
             log.info("resuming from %s", ckpt_dir / "last.ckpt")
     trainer.strategy.barrier()
     trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
     if trainer.is_global_zero:
-        write_json(state_path, {"config": run_config, "complete": True, "global_step": trainer.global_step})
-
-
-def train(module: L.LightningModule, datamodule: L.LightningDataModule, cfg: TrainerConfig, run_dir: str | Path,
-          run_config: dict, metrics_path: str | Path | None = None, extra: dict | None = None) -> MetricsJSON:
-    """Build a trainer with a `MetricsJSON` (written to `metrics_path`, default run_dir/metrics.json),
-    `fit` with resume, and return the metrics callback, whose `history` holds the curves."""
-    run_dir = Path(run_dir)
-    metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=extra)
-    trainer = build_trainer(cfg, run_dir, callbacks=[metrics])
-    fit(trainer, module, datamodule, run_dir, run_config)
-    return metrics
+        write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step})

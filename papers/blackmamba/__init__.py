@@ -1,0 +1,1 @@
+"""BlackMamba (Anthony et al.): Mamba blocks alternating with Sinkhorn-routed mixture-of-experts MLPs."""

@@ -26,8 +26,8 @@ from common.eval.generation import generation_profile
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import LanguageModel
-from common.stages import load_stage, stage_parser
-from papers.blackmamba.train_compare import TrainCompareConfig, model_configs
+from common.stages import load_stage, stage_args
+from papers.blackmamba.compared_models import TrainCompareConfig, model_configs
 
 log = logging.getLogger("latency")
 
@@ -60,11 +60,7 @@ def plot(results: dict, lengths: list[int], path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/latency.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/blackmamba/results/latency.png"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "tokenizer", "out", "plot")
     cfg, profile, _ = load_stage(args.params, "latency", LatencyConfig)
     models_cfg, _, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
     torch.set_num_threads(cfg.threads)

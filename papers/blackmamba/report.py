@@ -10,7 +10,6 @@ from pathlib import Path
 from common.eval import report
 
 
-
 def _sci(x: float) -> str:
     return f"{x:.2g}".replace("e+", "e")
 
@@ -20,7 +19,8 @@ def _m(x: float) -> str:
 
 
 def table1(res: dict) -> str:
-    lines = ["| model | fwd params paper / ours | total params paper / ours | training FLOPs paper / ours (ratio) | verdict |",
+    lines = ["| model | fwd params paper / ours | total params paper / ours "
+             "| training FLOPs paper / ours (ratio) | verdict |",
              "|---|---|---|---|---|"]
     for row in res["rows"]:
         p, o, r = row["paper"], row["ours"], row["ratio_ours_over_paper"]
@@ -55,7 +55,8 @@ def train_compare(res: dict) -> str:
         verdict = (f"partly reproduced: BlackMamba needs fewer FLOPs than {', '.join(beaten)}, "
                    f"but not fewer than {', '.join(not_beaten)}")
     else:
-        verdict = "not reproduced: every baseline reaches the target with at most BlackMamba's FLOPs: " + ", ".join(not_beaten)
+        verdict = ("not reproduced: every baseline reaches the target with at most BlackMamba's FLOPs: "
+                   + ", ".join(not_beaten))
     lines += ["", f"**Verdict:** {verdict}."]
     return "\n".join(lines)
 
@@ -137,5 +138,9 @@ def render(readme: str, results_dir: Path) -> str:
     return report.render(readme, results_dir, TABLES, "run `dvc repro papers/blackmamba/dvc.yaml` first")
 
 
+def main(argv: list[str] | None = None) -> None:
+    report.report_main("blackmamba", TABLES, argv)
+
+
 if __name__ == "__main__":
-    report.report_main("blackmamba", TABLES)
+    main()

@@ -24,7 +24,7 @@ from common.errors import exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import load_language_model
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("routing")
 
@@ -64,12 +64,7 @@ def heatmap(panels: dict[str, list[torch.Tensor]], path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--model", type=Path, default=Path("data/blackmamba/models/blackmamba"))
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/routing.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/blackmamba/results/routing_heatmap.png"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "model", "data", "out", "plot")
     cfg, profile, _ = load_stage(args.params, "routing", RoutingConfig)
     model = load_language_model(args.model)
     datamodule = TextDataModule(args.data, batch_size=cfg.batch_size, seed=0)

@@ -19,7 +19,6 @@ import itertools
 import logging
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -27,7 +26,7 @@ from common.blocks.moe import SINKHORN_INITS, load_balance_stats, sinkhorn
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("sinkhorn")
 CRITERIA = ("absolute", "relative")
@@ -99,9 +98,7 @@ def study(cfg: SinkhornStudyConfig) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/sinkhorn.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "out")
     cfg, profile, _ = load_stage(args.params, "sinkhorn", SinkhornStudyConfig)
     result = study(cfg)
     write_json(args.out, {"profile": profile, "config": vars(cfg), **result})

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from common.errors import exit_on_user_error
 from common.eval.counting import count_lm, training_flops
 from common.io import write_json
 from common.models.lm import LMConfig
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 from papers.blackmamba.model import SIZES, lm_config
 
 log = logging.getLogger("table1")
@@ -102,9 +101,7 @@ def table1(n_ctx: int = N_CTX) -> list[dict]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/table1.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "out")
     cfg, profile, _ = load_stage(args.params, "table1", Table1Config)
     rows = table1(cfg.n_ctx)
     write_json(args.out, {"profile": profile, "n_ctx": cfg.n_ctx, "rows": rows})

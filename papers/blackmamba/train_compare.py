@@ -19,51 +19,22 @@ for the routing and zero-shot stages.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import matplotlib.pyplot as plt
 
-from common.config import from_dict
-from common.data.datamodule import LoaderConfig
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
-from common.errors import ConfigError, exit_on_user_error
+from common.errors import exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.models.lm import LMConfig, save_language_model
-from common.stages import load_stage, stage_parser
+from common.models.lm import save_language_model
+from common.stages import load_stage, stage_args
 from common.training.lm import train_language_model
-from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig
-from papers.blackmamba.model import BlackMambaConfig, lm_config
+from papers.blackmamba.compared_models import TrainCompareConfig, model_configs
 
 log = logging.getLogger("train_compare")
-
-
-@dataclass
-class TrainCompareConfig:
-    seed: int = 0
-    blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
-    # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    data: LoaderConfig = field(default_factory=LoaderConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-
-
-def model_configs(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    models = {"blackmamba": lm_config(replace(cfg.blackmamba, vocab_size=vocab_size, n_ctx=n_ctx))}
-    for name, raw in cfg.baselines.items():
-        if name in models:
-            raise ConfigError(f"train_compare.baselines.{name}: the name is taken by the BlackMamba model")
-        if "vocab_size" in raw or "n_ctx" in raw:
-            raise ConfigError(f"train_compare.baselines.{name}: vocab_size and n_ctx come from the data; remove them")
-        models[name] = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
-                                 where=f"train_compare.baselines.{name}")
-    return models
 
 
 def flops_to_reach(curve: list[tuple[float, float]], target: float) -> float | None:
@@ -93,15 +64,7 @@ def plot_curves(results: dict, x: str, path: Path, xlabel: str, log_x: bool) -> 
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/blackmamba/train"))
-    parser.add_argument("--models-out", type=Path, default=Path("data/blackmamba/models"))
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/train_compare.json"))
-    parser.add_argument("--plot-flops", type=Path, default=Path("papers/blackmamba/results/loss_vs_flops.png"))
-    parser.add_argument("--plot-time", type=Path, default=Path("papers/blackmamba/results/loss_vs_time.png"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "models-out", "out", "plot-flops", "plot-time")
     cfg, profile, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
 
     vocab_size = len(load_tokenizer(args.tokenizer))
@@ -112,11 +75,11 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     for name, lm_cfg in configs.items():
         log.info("training %s", name)
-        net, metrics = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer, args.run_dir / name,
-                                            cfg.seed, profile)
+        net, run = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer, args.run_dir / name,
+                                        cfg.seed)
         count = count_lm(lm_cfg)
         flops_per_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_step
-        history = [{**row, "train_flops": row["step"] * flops_per_step} for row in metrics.history]
+        history = [{**row, "train_flops": row["step"] * flops_per_step} for row in run.history]
         results[name] = {
             "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat, "params": count.params,
             "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token,

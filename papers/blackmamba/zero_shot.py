@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import datasets
 import torch
@@ -28,7 +27,7 @@ from common.eval.lm_eval_adapter import LanguageModelEval, evaluate
 from common.eval.story_tasks import write_story_tasks
 from common.io import write_json
 from common.models.lm import load_language_model
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 
 log = logging.getLogger("zero_shot")
 STORY_TASKS = "stories"
@@ -54,17 +53,12 @@ def accuracy(task_results: dict) -> float:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--models", type=Path, default=Path("data/blackmamba/models"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--tasks-dir", type=Path, default=Path("data/blackmamba/story_tasks"))
-    parser.add_argument("--out", type=Path, default=Path("papers/blackmamba/results/zero_shot.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "models", "tokenizer", "stories", "tasks-dir", "out")
     cfg, profile, _ = load_stage(args.params, "zero_shot", ZeroShotConfig)
     torch.set_num_threads(cfg.threads)
     tokenizer = load_tokenizer(args.tokenizer)
-    model_dirs = sorted(p for p in args.models.iterdir() if (p / "config.json").is_file()) if args.models.is_dir() else []
+    model_dirs = (sorted(p for p in args.models.iterdir() if (p / "config.json").is_file())
+                  if args.models.is_dir() else [])
     if not model_dirs:
         raise DataError(f"{args.models}: no trained models; run the train_compare stage first")
 

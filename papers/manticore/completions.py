@@ -35,7 +35,7 @@ from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 from papers.manticore.vocabulary import load_component_tokenizers, load_components
 
 log = logging.getLogger("completions")
@@ -93,12 +93,7 @@ def complete_all(model: LanguageModel, tokenizer, texts: list[str], cfg: Complet
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--out", type=Path, default=Path("data/manticore/completions"))
-    parser.add_argument("--summary", type=Path, default=Path("papers/manticore/results/completions.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "components", "stories", "out", "summary")
     cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
     torch.set_num_threads(cfg.threads)
     if cfg.greedy not in cfg.components:

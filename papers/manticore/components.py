@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -25,8 +24,8 @@ from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import HubUnavailable, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.models.lm import LanguageModel, LMConfig, save_language_model
-from common.stages import load_stage, stage_parser
+from common.models.lm import LanguageModel, LMConfig, check_lm_spec, save_language_model
+from common.stages import load_stage, stage_args
 from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -47,6 +46,10 @@ class ComponentsConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
+    def check(self) -> None:
+        for name, raw in self.models.items():
+            check_lm_spec(raw, where=f"models.{name}")
+
 
 def from_hub(name: str, repo: str) -> tuple[LanguageModel, PreTrainedTokenizerBase]:
     """The checkpoint `repo` (a Hub id or a local `save_pretrained` directory) and its tokenizer."""
@@ -66,13 +69,7 @@ def from_hub(name: str, repo: str) -> tuple[LanguageModel, PreTrainedTokenizerBa
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/components_runs"))
-    parser.add_argument("--out", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--metrics", type=Path, default=Path("papers/manticore/results/components.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "out", "metrics")
     cfg, profile, _ = load_stage(args.params, "components", ComponentsConfig)
 
     results = {}
@@ -91,11 +88,11 @@ def main(argv: list[str] | None = None) -> None:
             for name, raw in cfg.models.items():
                 lm_cfg = from_dict(LMConfig, {**raw, "vocab_size": len(tokenizer), "n_ctx": n_ctx},
                                    where=f"components.models.{name}")
-                net, metrics = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer,
-                                                    args.run_dir / name, cfg.seed, profile)
+                net, run = train_language_model(lm_cfg, args.data, cfg.data, cfg.optim, cfg.trainer,
+                                                args.run_dir / name, cfg.seed)
                 save_language_model(net, tmp / name)
                 tokenizer.save_pretrained(str(tmp / name / TOKENIZER_DIR))
-                val = [r for r in metrics.history if "val/loss" in r]
+                val = [r for r in run.history if "val/loss" in r]
                 results[name] = {"source": "pretrained here", "pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat,
                                  "d_model": lm_cfg.d_model, "params": sum(p.numel() for p in net.parameters()),
                                  "tokens": len(tokenizer), "final_val_loss": val[-1]["val/loss"], "history": val}

@@ -10,7 +10,7 @@ For every task (a text data set):
 
 The score is the held-out cross-entropy after fine-tuning. At `paper`: Pythia-410M and Mamba-370M
 on Penn Treebank, Alpaca and ELI5 from the Hub. At `tiny`: the two pretrained story components on
-held-out stories, on generated Alpaca-style instructions (`common.data.instructions`), and on an
+held-out stories, on generated Alpaca-style instructions (`papers.manticore.instructions`), and on an
 even mix of both, the heterogeneity the paper induces by mixing Alpaca into other sets (its
 Figure 3).
 
@@ -32,16 +32,17 @@ import matplotlib.pyplot as plt
 
 from common.config import bounded
 from common.data.hub import load_hub_text
-from common.data.instructions import generate_instructions, mix_genres
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_parser
+from common.models.lm import LanguageModel
+from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
-from papers.manticore.nl_experiments import METHODS, FineTuneConfig, Runner, hybrid_inputs, val_loss
+from papers.manticore.finetune import METHODS, FineTuneConfig, Runner, hybrid_inputs, val_loss
+from papers.manticore.instructions import generate_instructions, mix_genres
 from papers.manticore.search import ManticoreSearchModule, SearchConfig
 
 log = logging.getLogger("finetune_tasks")
@@ -121,18 +122,11 @@ def plot_tasks(rows: dict[str, dict], names: list[str], path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--general", type=Path, default=Path("data/manticore/general"))
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/finetune_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/finetune_tasks.json"))
-    parser.add_argument("--plot", type=Path, default=Path("papers/manticore/results/finetune_tasks.png"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "components", "general", "stories", "run-dir", "out", "plot")
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
     components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])
     vocab_size = len(tokenizer)
-    runner = Runner(cfg, components, vocab_size, args.run_dir, profile)
+    runner = Runner(cfg, components, vocab_size, args.run_dir)
     start, projector_history = runner.pretrain_projectors(general, cfg.projector_steps)
 
     rows = {}
@@ -140,14 +134,16 @@ def main(argv: list[str] | None = None) -> None:
         data = write_task(name, task_texts(task, cfg, args.stories), cfg, tokenizer, args.run_dir / name / "data")
         row = {}
         for component_name, component in zip(cfg.components, components):
-            module = CausalLMModule(copy.deepcopy(component), component.cfg.vocab_size, cfg.optim)
-            row[component_name] = val_loss(runner.fit(f"{name}/{component_name}", module, data, cfg.train_steps))
-        net = runner.hybrid(METHODS[cfg.method], start)
-        module = ManticoreSearchModule(net, vocab_size, cfg.optim, cfg.search)
-        search_history = runner.fit(f"{name}/search", module, data, cfg.search_steps, manual=True)
-        alphas = net.mixture_weights(sample=False).detach()
+            def alone(component: LanguageModel = component) -> CausalLMModule:
+                return CausalLMModule(copy.deepcopy(component), component.cfg.vocab_size, cfg.optim)
+
+            row[component_name] = val_loss(runner.fit(f"{name}/{component_name}", alone, data, cfg.train_steps).history)
+        search = runner.fit(f"{name}/search", lambda: ManticoreSearchModule(runner.hybrid(METHODS[cfg.method], start),
+                                                                           vocab_size, cfg.optim, cfg.search),
+                            data, cfg.search_steps, manual=True)
+        alphas = search.module.net.mixture_weights(sample=False).detach()
         row["manticore"] = runner.retrain(f"{name}/retrain", alphas, start, data)
-        row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(search_history)})
+        row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(search.history)})
         best_component = min(row[c] for c in cfg.components)
         row["manticore_beats_both"] = row["manticore"] < best_component
         row["manticore_between"] = best_component <= row["manticore"] <= max(row[c] for c in cfg.components)

@@ -14,9 +14,10 @@ bug; see the README).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
 
 import datasets
 
@@ -27,7 +28,7 @@ from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 from papers.manticore.vocabulary import load_component_tokenizers
 
 log = logging.getLogger("general_text")
@@ -56,12 +57,7 @@ def documents(cfg: GeneralTextConfig, split: str, stories: Path) -> Iterable[str
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--components", type=Path, default=Path("data/manticore/components"))
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--out", type=Path, default=Path("data/manticore/general"))
-    parser.add_argument("--summary", type=Path, default=Path("papers/manticore/results/general_text.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "components", "stories", "out", "summary")
     cfg, profile, _ = load_stage(args.params, "general_text", GeneralTextConfig)
     tokenizers = dict(zip(cfg.tokenizers, load_component_tokenizers(args.components, cfg.tokenizers)))
     budgets = {"train": cfg.train_tokens, "validation": cfg.validation_tokens}
@@ -70,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_dir(args.out) as tmp:
         for name, tokenizer in tokenizers.items():
             packed = datasets.DatasetDict({
-                split: tokenize_packed(documents(cfg, split, args.stories), tokenizer, cfg.block_size, max_tokens=budget)
+                split: tokenize_packed(documents(cfg, split, args.stories), tokenizer, cfg.block_size,
+                                       max_tokens=budget)
                 for split, budget in budgets.items()})
             for split, rows in packed.items():
                 if len(rows) == 0:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -42,13 +43,12 @@ from common.data.task_datamodules import LRADataModule, collate_arrays
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
-from common.stages import load_stage, stage_parser
-from common.training.callbacks import MetricsJSON
+from common.stages import load_stage, stage_args
 from common.training.lra import evaluate_classifier
 from common.training.mad import lm_backbone
 from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, TrainingRun, run_training
 from papers.manticore.alphas import exclude
 from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory
@@ -239,13 +239,12 @@ def eval_loader(data: LRADataModule, n: int | None, batch_size: int) -> DataLoad
     return DataLoader(rows, batch_size=batch_size, shuffle=False, collate_fn=collate_arrays)
 
 
-def train_and_score(module: L.LightningModule, data: LRADataModule, trainer: TrainerConfig, run_dir: Path,
-                    run_config: dict, scored: DataLoader) -> tuple[dict, MetricsJSON]:
-    metrics = MetricsJSON(run_dir / "metrics.json", extra={"model": run_config["model"]})
-    run = build_trainer(trainer, run_dir, callbacks=[metrics])
-    fit(run, module, data, run_dir, {**run_config, "trainer": asdict(trainer)})
-    params = sum(p.numel() for p in module.parameters())
-    return {**evaluate_classifier(module, scored), "steps": run.global_step, "parameters": params}, metrics
+def train_and_score(build: Callable[[], L.LightningModule], data: LRADataModule, trainer: TrainerConfig,
+                    run_dir: Path, run_config: dict, scored: DataLoader, seed: int) -> tuple[dict, TrainingRun]:
+    run = run_training(build, data, trainer, run_dir, seed=seed, run_config=run_config,
+                       metrics_extra={"model": run_config["model"]})
+    params = sum(p.numel() for p in run.module.parameters())
+    return {**evaluate_classifier(run.module, scored), "steps": run.steps, "parameters": params}, run
 
 
 def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path) -> dict:
@@ -272,30 +271,39 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
         if m in excluded:
             models[comp] = {"runs": False, "reason": f"sequence length {length} exceeds its {lm.n_ctx} positions"}
             continue
-        L.seed_everything(cfg.seed, verbose=False)
-        module = SequenceClassificationModule(lm_backbone(lm), lm.d_model, n_classes, cfg.pooling, cfg.optim)
-        models[comp], _ = train_and_score(module, data, trainer, run_root / comp,
-                                          {**base, "model": comp, "lm": asdict(lm)}, scored)
+        def component(lm: LMConfig = lm) -> SequenceClassificationModule:
+            return SequenceClassificationModule(lm_backbone(lm), lm.d_model, n_classes, cfg.pooling, cfg.optim)
+
+        models[comp], _ = train_and_score(component, data, trainer, run_root / comp,
+                                          {**base, "model": comp, "lm": asdict(lm)}, scored, cfg.seed)
         models[comp]["runs"] = True
 
-    L.seed_everything(cfg.seed, verbose=False)
     programmed = bool(excluded)
-    hybrid = Manticore([LanguageModel(lm) for lm in configs.values()],
-                       ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size(task),
-                                       alpha_mode="fixed" if programmed else "softmax"))
+    built: dict[str, Manticore] = {}
+
+    def hybrid_module() -> L.LightningModule:
+        hybrid = built["hybrid"] = Manticore([LanguageModel(lm) for lm in configs.values()],
+                                             ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size(task),
+                                                             alpha_mode="fixed" if programmed else "softmax"))
+        if programmed:
+            hybrid.set_alphas(alphas)
+            return SequenceClassificationModule(HybridHidden(hybrid), hybrid.d_model, n_classes, cfg.pooling,
+                                                cfg.optim)
+        return SearchedClassificationModule(hybrid, n_classes, cfg.pooling, cfg.optim, cfg.search)
+
     hybrid_config = {**base, "model": "manticore", "components": {c: asdict(lm) for c, lm in configs.items()},
                      "n_blocks": n_blocks}
     if programmed:
-        hybrid.set_alphas(programmed_alphas(n_blocks, len(names), excluded))
-        module = SequenceClassificationModule(HybridHidden(hybrid), hybrid.d_model, n_classes, cfg.pooling, cfg.optim)
-        hybrid_config["alphas"] = hybrid.alphas.tolist()
-        result, _ = train_and_score(module, data, trainer, run_root / "manticore", hybrid_config, scored)
+        alphas = programmed_alphas(n_blocks, len(names), excluded)
+        hybrid_config["alphas"] = alphas.tolist()
+        result, _ = train_and_score(hybrid_module, data, trainer, run_root / "manticore", hybrid_config, scored,
+                                    cfg.seed)
     else:
-        module = SearchedClassificationModule(hybrid, n_classes, cfg.pooling, cfg.optim, cfg.search)
-        result, metrics = train_and_score(module, data, replace(trainer, gradient_clip_val=None),  # it clips itself
-                                          run_root / "manticore", {**hybrid_config, "search": asdict(cfg.search)},
-                                          scored)
-        result["trajectory"] = alpha_trajectory(metrics.history, n_blocks, len(names))
+        result, run = train_and_score(hybrid_module, data, replace(trainer, gradient_clip_val=None),  # it clips
+                                      run_root / "manticore", {**hybrid_config, "search": asdict(cfg.search)},
+                                      scored, cfg.seed)
+        result["trajectory"] = alpha_trajectory(run.history, n_blocks, len(names))
+    hybrid = built["hybrid"]
     result.update(runs=True, mode="programmed" if programmed else "searched",
                   alphas=hybrid.mixture_weights(sample=False).detach().tolist())
     models["manticore"] = result
@@ -335,11 +343,7 @@ def summarise(rows: dict[str, dict], tolerance: float) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--lra", type=Path, default=Path("data/lra"), help="lra_generate's output directory")
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/lra_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/lra_experiments.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "lra", "run-dir", "out")
     cfg, profile, _ = load_stage(args.params, "lra_experiments", LRAExperimentsConfig)
 
     rows = {name: run_task(cfg, name, args.lra, args.run_dir / name) for name in cfg.tasks}

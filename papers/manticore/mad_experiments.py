@@ -29,22 +29,25 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import lightning as L
-
 from common.config import bounded, from_dict
 from common.data.mad import MADSelection, MADTaskConfig, sequence_length
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
-from common.stages import load_stage, stage_parser
-from common.training.callbacks import MetricsJSON
+from common.stages import load_stage, stage_args
 from common.training.mad import train_module_on_mad, train_on_mad
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.search import (ManticoreSearchModule, SearchConfig, alpha_trajectory, freeze_alphas, rewind,
-                                     snapshot)
+from papers.manticore.search import (
+    ManticoreSearchModule,
+    SearchConfig,
+    alpha_trajectory,
+    freeze_alphas,
+    rewind,
+    snapshot,
+)
 
 log = logging.getLogger("mad_experiments")
 
@@ -154,30 +157,35 @@ def search_and_retrain(configs: dict[str, LMConfig], retrain: list[str], task: M
     """Search a Manticore over `configs` (run dir `run_root/label`), then each retraining in
     `retrain` (run dir `run_root/label_<mode>`) from the search's initial weights. Returns the
     scores by "search" and mode; each with its alphas, the search's also with its alpha path."""
-    L.seed_everything(cfg.seed, verbose=False)
-    hybrid = build_hybrid(configs, cfg.n_blocks, task.vocab_size)
-    start = snapshot(hybrid)
-    module = ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, cfg.search, shift_labels=False)
+    start = {}
+
+    def search_module() -> ManticoreSearchModule:
+        hybrid = build_hybrid(configs, cfg.n_blocks, task.vocab_size)
+        start.update(snapshot(hybrid))  # every retraining starts from the search's initial weights
+        return ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, cfg.search, shift_labels=False)
+
     run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": cfg.n_blocks,
-                  "search": asdict(cfg.search)}
-    metrics = MetricsJSON(run_root / label / "metrics.json")
+                  "search": asdict(cfg.search), "optim": asdict(cfg.optim)}
     search_trainer = replace(cfg.trainer, gradient_clip_val=None)  # the search module clips itself
-    out = {"search": train_module_on_mad(module, task, search_trainer, run_root / label, cfg.batch_size, cfg.seed,
-                                         run_config, callbacks=[metrics])}
-    out["search"]["alphas"] = hybrid.mixture_weights(sample=False).detach().tolist()
-    out["search"]["trajectory"] = alpha_trajectory(metrics.history, cfg.n_blocks, len(configs))
+    scores, search = train_module_on_mad(search_module, task, search_trainer, run_root / label, cfg.batch_size,
+                                         cfg.seed, run_config)
+    hybrid = search.module.net
+    out = {"search": {**scores, "alphas": hybrid.mixture_weights(sample=False).detach().tolist(),
+                      "trajectory": alpha_trajectory(search.history, cfg.n_blocks, len(configs))}}
 
     for mode in retrain:
-        net = copy.deepcopy(hybrid)
-        if mode == "discretized":
-            net.discretize()
-        else:
-            freeze_alphas(net)
-        rewind(net, start)
-        out[mode] = train_module_on_mad(CausalLMModule(net, task.vocab_size, cfg.optim, shift_labels=False), task,
-                                        cfg.trainer, run_root / f"{label}_{mode}", cfg.batch_size, cfg.seed,
-                                        {**run_config, mode: True})
-        out[mode]["alphas"] = net.mixture_weights(sample=False).detach().tolist()
+        def retrained(mode: str = mode) -> CausalLMModule:
+            net = copy.deepcopy(hybrid)
+            if mode == "discretized":
+                net.discretize()
+            else:
+                freeze_alphas(net)
+            rewind(net, start)
+            return CausalLMModule(net, task.vocab_size, cfg.optim, shift_labels=False)
+
+        scores, run = train_module_on_mad(retrained, task, cfg.trainer, run_root / f"{label}_{mode}", cfg.batch_size,
+                                          cfg.seed, {**run_config, mode: True})
+        out[mode] = {**scores, "alphas": run.module.net.mixture_weights(sample=False).detach().tolist()}
     return out
 
 
@@ -188,10 +196,7 @@ def matches(loss: float, best: float, tolerance: float) -> bool:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/mad_runs"))
-    parser.add_argument("--out", type=Path, default=Path("papers/manticore/results/mad_experiments.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "run-dir", "out")
     cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
     tasks = cfg.tasks()
 

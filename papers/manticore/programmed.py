@@ -24,9 +24,9 @@ import torch
 from common.config import bounded
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage
+from common.stages import load_stage, stage_args
 from papers.manticore.alphas import average
-from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, hybrid_inputs, plot_landscape
+from papers.manticore.finetune import FINE_TUNING_PATHS, Runner, SweepConfig, hybrid_inputs, plot_landscape
 
 log = logging.getLogger("programmed")
 
@@ -63,13 +63,11 @@ def corner(sweep: list[dict], alpha_of_second: tuple[float, ...]) -> float:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = completions_parser(__doc__, "programmed_runs", "programmed", "programmed_landscape")
-    parser.add_argument("--mad", type=Path, default=Path("papers/manticore/results/mad_experiments.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, *FINE_TUNING_PATHS, "mad")
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
     searched = mad_alphas(args.mad, cfg)
     components, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])
-    runner = Runner(cfg, components, len(tokenizer), args.run_dir, profile)
+    runner = Runner(cfg, components, len(tokenizer), args.run_dir)
 
     start, projector_history = runner.pretrain_projectors(general, cfg.projector_steps)
     sweep = runner.sweep(start, args.completions)

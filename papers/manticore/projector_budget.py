@@ -23,8 +23,8 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.stages import load_stage
-from papers.manticore.nl_experiments import Runner, SweepConfig, completions_parser, hybrid_inputs
+from common.stages import load_stage, stage_args
+from papers.manticore.finetune import FINE_TUNING_PATHS, Runner, SweepConfig, hybrid_inputs
 
 log = logging.getLogger("projector_budget")
 
@@ -60,11 +60,10 @@ def plot_budgets(rows: list[dict], second: str, path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = completions_parser(__doc__, "budget_runs", "projector_budget", "projector_budget")
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, *FINE_TUNING_PATHS)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
     components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
-    runner = Runner(cfg, components, len(tokenizer), args.run_dir, profile)
+    runner = Runner(cfg, components, len(tokenizer), args.run_dir)
     stored = len(load_tokenized(general, splits=("train",))["train"][0]["input_ids"])
     sequence_length = min(stored, cfg.general_n_ctx or stored)  # what pretraining reads of each row
 

@@ -37,18 +37,21 @@ def nl_experiments(res: dict) -> str:
              "|---|" + "---|" * len(sweep),
              "| val loss | " + " | ".join(f"{s['val_loss']:.4f}" for s in sweep) + " |", "",
              "Search, then rewind and retrain with the searched alphas frozen (paper: Table 4, PTB completions):", "",
-             "| search | alternating? | searched alpha | val loss after retraining | paper (PTB) | in the sweep's best region? |",
+             "| search | alternating? | searched alpha | val loss after retraining | paper (PTB) "
+             "| in the sweep's best region? |",
              "|---|---|---|---|---|---|"]
     for label, r in res["searched"].items():
         method, update = label.split("_")
         alpha = "/".join(f"{row[1]:.2f}" for row in r["alphas"])
-        lines.append(f"| {method.upper()} | {'yes' if update == 'alternating' else 'no'} | {alpha} | {r['val_loss']:.4f} | "
+        lines.append(f"| {method.upper()} | {'yes' if update == 'alternating' else 'no'} | {alpha} "
+                     f"| {r['val_loss']:.4f} | "
                      f"{PAPER_TABLE4.get(label, '-')} | {'yes' if summary['search_in_best_region'][label] else 'no'} |")
     alone = summary["component_alone"]
     best_component = min(alone.values()) if alone else float("nan")
     ens = res["ensemble"]
     lines += ["", "Against the components and the learned ensemble (paper: Table 8, and Figure 2 left):", "",
-              "| " + " | ".join(f"{n} alone" for n in alone) + " | learned ensemble | Manticore (best of sweep and search) |",
+              "| " + " | ".join(f"{n} alone" for n in alone)
+              + " | learned ensemble | Manticore (best of sweep and search) |",
               "|" + "---|" * (len(alone) + 2),
               "| " + " | ".join(f"{v:.4f}" for v in alone.values()) + f" | {ens['val_loss']:.4f} | "
               f"{summary['best_manticore_val_loss']:.4f} |"]
@@ -59,7 +62,8 @@ def nl_experiments(res: dict) -> str:
          f"{summary['best_region_threshold'] / summary['sweep_best']['val_loss'] - 1:.0%} of the best sweep loss)",
          f"reproduced for {', '.join(in_region)}" if in_region else "not reproduced for any search variant"),
         ("Manticore beats both components", "reproduced" if beats else
-         f"not reproduced: best Manticore {summary['best_manticore_val_loss']:.4f} vs best component {best_component:.4f}"),
+         f"not reproduced: best Manticore {summary['best_manticore_val_loss']:.4f} "
+         f"vs best component {best_component:.4f}"),
         ("the learned ensemble falls below Manticore", "reproduced" if summary["ensemble_below_manticore"] else
          "not reproduced: the ensemble's loss is not above Manticore's"),
     ]
@@ -105,18 +109,21 @@ def mad_experiments(res: dict) -> str:
     names = res["components"]
     lines = ["Test loss (accuracy), paper's loss in brackets (its settings are harder: `manticore` vs our "
              "`tiny` overrides):", "",
-             "| task | " + " | ".join(names) + " | Manticore | Manticore discretized | alphas (per block) | matches best? |",
+             "| task | " + " | ".join(names)
+             + " | Manticore | Manticore discretized | alphas (per block) | matches best? |",
              "|---|" + "---|" * (len(names) + 4)]
     for entry, row in res["tasks"].items():
         task = entry.split("/")[1]
         paper2, paper5 = PAPER_TABLE2.get(task), PAPER_TABLE5.get(task)
         comps = [mad_cell(row[n], paper2[i] if paper2 else None) for i, n in enumerate(names)]
         alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in row["manticore"]["alphas"])
-        lines.append(f"| {entry} | " + " | ".join(comps) + f" | {mad_cell(row['manticore'], paper2[2] if paper2 else None)} | "
+        lines.append(f"| {entry} | " + " | ".join(comps)
+                     + f" | {mad_cell(row['manticore'], paper2[2] if paper2 else None)} | "
                      f"{mad_cell(row.get('manticore_discretized'), paper5[1] if paper5 else None)} | {alphas} | "
                      f"{'yes' if row['manticore_matches_best_component'] else 'no'} |")
     s = res["summary"]
-    verdict = (f"reproduced: Manticore matches or beats the better component on {s['manticore_matches_or_beats_best_component']}"
+    verdict = (f"reproduced: Manticore matches or beats the better component on "
+               f"{s['manticore_matches_or_beats_best_component']}"
                f" of {s['tasks']} tasks" if s["on_most_tasks"] else
                f"not reproduced: Manticore matches or beats the better component on only "
                f"{s['manticore_matches_or_beats_best_component']} of {s['tasks']} tasks")
@@ -172,7 +179,8 @@ def mad_hybrid_table(res: dict, name: str, spec: dict) -> list[str]:
     verdicts += [(f"Manticore matches or beats {b}",
                   count_verdict(s["matches_or_beats"][b], paper_count([PAPER_EXISTING_HYBRIDS[b]]), n))
                  for b in known]
-    lines += ["", f"A match is a test loss within {tol:.0%} of the other's, for ours and for the paper's numbers alike.",
+    lines += ["", f"A match is a test loss within {tol:.0%} of the other's, "
+              "for ours and for the paper's numbers alike.",
               "", "| claim | verdict |", "|---|---|"] + [f"| {claim} | {verdict} |" for claim, verdict in verdicts]
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}: `common/blocks` has no Hyena-experts block (a router over "
@@ -196,7 +204,8 @@ def programmed(res: dict) -> str:
     lines += [f"| frankenmerge: {name} | - | {v:.4f} |" for name, v in summary["frankenmerges"].items()]
     lines += [f"| programmed with MAD (mean of {len(res['mad_searched'])} tasks' searched alphas) | {alphas} | "
               f"{summary['programmed_val_loss']:.4f} |",
-              f"| best grid point | {'; '.join('/'.join(f'{a:.2f}' for a in b) for b in summary['sweep_best']['alphas'])} | "
+              f"| best grid point "
+              f"| {'; '.join('/'.join(f'{a:.2f}' for a in b) for b in summary['sweep_best']['alphas'])} | "
               f"{summary['sweep_best']['val_loss']:.4f} |"]
     worst = max(summary["frankenmerges"].values())
     best = min(summary["frankenmerges"].values())
@@ -226,7 +235,8 @@ def projector_budget(res: dict) -> str:
         verdict = f"the best alpha is stable from {summary['stable_from_tokens']:,} tokens on"
     else:
         verdict = "not shown: the best alpha still moves at the largest budget"
-    return "\n".join(lines + ["", f"**Verdict** (paper: the optimum stabilises at about 70M of 100M tokens): {verdict}."])
+    return "\n".join(lines + ["", "**Verdict** (paper: the optimum stabilises at about 70M of 100M tokens): "
+                                f"{verdict}."])
 
 
 # Table 1 of the paper: test loss after fine-tuning, Pythia-410M (A), Mamba-370M (B), Manticore[A, B].
@@ -327,5 +337,9 @@ def render(readme: str, results_dir: Path) -> str:
     return report.render(readme, results_dir, TABLES, "run `dvc repro papers/manticore/dvc.yaml` first")
 
 
+def main(argv: list[str] | None = None) -> None:
+    report.report_main("manticore", TABLES, argv)
+
+
 if __name__ == "__main__":
-    report.report_main("manticore", TABLES)
+    main()

@@ -60,7 +60,8 @@ class ManticoreSearchModule(CausalLMModule):
                  search: SearchConfig | None = None, shift_labels: bool = True):
         super().__init__(net, vocab_size, optim, shift_labels)
         if not net.arch_parameters():
-            raise ConfigError("search: the hybrid's mixture weights are fixed; use alpha_mode softmax, gumbel or simplex")
+            raise ConfigError("search: the hybrid's mixture weights are fixed; "
+                              "use alpha_mode softmax, gumbel or simplex")
         self.search = search or SearchConfig()
         self.automatic_optimization = False
 

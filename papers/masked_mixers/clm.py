@@ -16,17 +16,17 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from functools import partial
 
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import stage_parser
+from common.stages import stage_args
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.masked_mixers.models import build_model
 from papers.masked_mixers.shared import curve, load_paper_stage, plot_curves, vocab_size
-from papers.masked_mixers.train import train_network
+from papers.masked_mixers.train import run_dir_of, train_network
 
 log = logging.getLogger("mm_clm")
 
@@ -49,18 +49,9 @@ class CLMConfig:
             raise ConfigError("optim.schedule: must be constant, so that budget and step runs share a schedule")
 
 
-def run_dir_of(root: Path, model: str, mode: str) -> Path:
-    return root / model / mode
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/packed"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--run-dir", type=Path, default=Path("data/masked_mixers/clm"))
-    parser.add_argument("--results", type=Path, default=Path("papers/masked_mixers/results"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "results")
     cfg, sizes, profile = load_paper_stage(args.params, "clm", CLMConfig)
     specs = {name: sizes.spec(name) for name in cfg.models}
     vocab = vocab_size(args.tokenizer)
@@ -71,9 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, spec in specs.items():
         runs[name] = {"kind": spec.kind, "pattern": spec.pattern, "blocks": spec.blocks}
         for mode, trainer_cfg in modes.items():
-            net = build_model(spec, sizes, vocab)
-            result = train_network(net, vocab_size=vocab, data_dir=args.data, n_ctx=sizes.n_ctx,
-                                   run_dir=run_dir_of(args.run_dir, name, mode), optim=cfg.optim,
+            result = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
+                                   n_ctx=sizes.n_ctx, run_dir=run_dir_of(args.run_dir, name, mode), optim=cfg.optim,
                                    trainer_cfg=trainer_cfg, batch_size=cfg.batch_size, seed=cfg.seed,
                                    run_config={"arch": asdict(spec), "sizes": asdict(sizes)})
             runs[name][mode] = result

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from functools import partial
 
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import stage_parser
+from common.stages import stage_args
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.masked_mixers.models import build_model
@@ -43,13 +43,8 @@ class CompareConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--section", choices=SECTIONS, required=True)
-    parser.add_argument("--data", type=Path, required=True, help="tokenized rows (padded or packed)")
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--results", type=Path, default=Path("papers/masked_mixers/results"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "results",
+                      extra=lambda parser: parser.add_argument("--section", choices=SECTIONS, required=True))
     cfg, sizes, profile = load_paper_stage(args.params, args.section, CompareConfig)
     vocab = vocab_size(args.tokenizer)
     expected = "autoencoder" if args.section == "autoencoders" else None
@@ -58,9 +53,8 @@ def main(argv: list[str] | None = None) -> None:
         spec = sizes.spec(name)
         if (spec.kind == "autoencoder") != (expected == "autoencoder"):
             raise ConfigError(f"{args.section}.models: {name} is a {spec.kind}, which does not belong here")
-        net = build_model(spec, sizes, vocab)
-        result = train_network(net, vocab_size=vocab, data_dir=args.data, n_ctx=sizes.n_ctx,
-                               run_dir=args.run_dir / name, optim=cfg.optim, trainer_cfg=cfg.trainer,
+        result = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
+                               n_ctx=sizes.n_ctx, run_dir=args.run_dir / name, optim=cfg.optim, trainer_cfg=cfg.trainer,
                                batch_size=cfg.batch_size, seed=cfg.seed, shift_labels=spec.kind != "autoencoder",
                                run_config={"arch": asdict(spec), "sizes": asdict(sizes)})
         runs[name] = {"kind": spec.kind, "pattern": spec.pattern, **result}

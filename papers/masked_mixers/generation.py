@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -19,11 +18,10 @@ from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import stage_parser
-from papers.masked_mixers.clm import run_dir_of
+from common.stages import stage_args
 from papers.masked_mixers.models import build_model, generate_fixed_window
 from papers.masked_mixers.shared import load_paper_stage
-from papers.masked_mixers.train import load_weights
+from papers.masked_mixers.train import load_weights, run_dir_of
 
 log = logging.getLogger("mm_generation")
 
@@ -40,12 +38,7 @@ class GenerationConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/padded"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
-    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/generation.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "out")
     cfg, sizes, profile = load_paper_stage(args.params, "generation", GenerationConfig)
     if cfg.prompt_tokens + cfg.new_tokens > sizes.n_ctx:
         raise ConfigError(f"generation: prompt_tokens + new_tokens must fit the window n_ctx={sizes.n_ctx}")

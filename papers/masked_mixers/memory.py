@@ -6,7 +6,7 @@ On CUDA: `model_mib` = allocated memory after building - before; `step_mib` = pe
 memory (`max_memory_allocated`, reset first) during the measured pass - allocated before it. A row
 that runs out of GPU memory is skipped and listed under `failed`.
 
-On CPU, measured with the functions of `benchmarks/mixer_memory.py`: the resident-memory high-water mark
+On CPU, measured with `common/eval/memory.py`: the resident-memory high-water mark
 (VmHWM) is reset through `/proc/self/clear_refs`, and `MALLOC_MMAP_THRESHOLD_` is set so that freed
 tensors leave the process. Per row: `model_mib` = resident size after building - before building;
 then one unmeasured warm-up pass (what it leaves for good, such as thread pools and heap growth,
@@ -35,14 +35,13 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Literal
 
-from benchmarks.mixer_memory import memory_mib, reset_peak
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
+from common.eval.memory import memory_mib, reset_peak
 from common.io import write_json
-from common.stages import stage_parser
+from common.stages import stage_args
 from papers.masked_mixers.shared import load_paper_stage, resolve_device
 
 log = logging.getLogger("mm_memory")
@@ -143,10 +142,11 @@ def measure(model: str, depth: int, n_ctx: int, cfg: MemoryConfig, sizes, device
             "step_mib": round(step_mib, 1)}
 
 
-def run_child(params: Path, threads: int) -> list[dict]:
+def run_child(argv: list[str], threads: int) -> list[dict]:
+    """This stage's own command line again, with `--child`: the measuring process."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "OMP_NUM_THREADS": str(threads),
            "OMP_WAIT_POLICY": "PASSIVE"}
-    cmd = [sys.executable, "-m", "papers.masked_mixers.memory", "--params", str(params), "--child"]
+    cmd = [sys.executable, "-m", "papers.masked_mixers.memory", *argv, "--child"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         log.warning("measuring failed (out of memory?): %s", done.stderr.strip().splitlines()[-1:])
@@ -156,17 +156,15 @@ def run_child(params: Path, threads: int) -> list[dict]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/memory.json"))
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "out",
+                      extra=lambda parser: parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS))
     cfg, sizes, profile = load_paper_stage(args.params, "memory", MemoryConfig)
     # Resolved in the parent too: a config error in the child would only show as failed rows.
     device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device, "memory.device")  # cpu: no torch import
     if args.child:
         print(json.dumps(child(cfg, sizes, device)))
         return
-    rows = run_child(args.params, cfg.threads)
+    rows = run_child(["--params", str(args.params), "--out", str(args.out)], cfg.threads)
     for row in rows:
         log.info("%-18s depth %d n_ctx %5d peak %8.1f MiB", row["model"], row["depth"], row["n_ctx"], row["peak_mib"])
     measured = {(r["model"], r["depth"], r["n_ctx"]) for r in rows}
@@ -174,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
               if (m, d, t) not in measured]
     by = {(r["model"], r["depth"], r["n_ctx"]): r["peak_mib"] for r in rows}
     ratios = {f"depth{d}/n_ctx{t}": {f"mixer_over_{m}": round(by[("mixer", d, t)] / by[(m, d, t)], 3)
-                                      for m in cfg.models if m != "mixer" and by.get((m, d, t)) and ("mixer", d, t) in by}
+                                      for m in cfg.models
+                                      if m != "mixer" and by.get((m, d, t)) and ("mixer", d, t) in by}
               for d in cfg.depths for t in cfg.contexts}
     method = ("peak_mib = model_mib (allocated growth when building) + step_mib (max_memory_allocated over "
               "allocated in a forward + backward after a warm-up pass)" if device == "cuda" else

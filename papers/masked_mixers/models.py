@@ -64,20 +64,18 @@ class ModelsConfig:
     def check(self) -> None:
         for name, spec in self.archs.items():
             if spec.embed_init_std is not None and spec.tie_embeddings:
-                raise ConfigError(f"archs.{name}.embed_init_std: needs tie_embeddings false (it would rescale the head)")
-            try:
-                lm_config(spec, self, vocab_size=8)
-            except ConfigError as err:
-                raise ConfigError(f"archs.{name}.{err}") from None
+                raise ConfigError(f"archs.{name}.embed_init_std: needs tie_embeddings false "
+                                  "(it would rescale the head)")
+            lm_config(spec, self, vocab_size=8, where=f"archs.{name}")
 
 
-def lm_config(spec: ArchSpec, sizes: ModelsConfig, vocab_size: int) -> LMConfig:
+def lm_config(spec: ArchSpec, sizes: ModelsConfig, vocab_size: int, where: str = "lm") -> LMConfig:
     return from_dict(LMConfig, {
         "vocab_size": vocab_size, "d_model": sizes.d_model * spec.width_multiplier, "pattern": spec.pattern,
         "repeat": sizes.n_layers, "n_ctx": sizes.n_ctx, "norm": spec.norm, "final_norm": spec.final_norm,
         "pos_embedding": spec.pos_embedding, "tie_embeddings": spec.tie_embeddings, "init": spec.init,
         "blocks": spec.blocks,
-    }, where="lm")
+    }, where=where)
 
 
 def build_model(spec: ArchSpec, sizes: ModelsConfig, vocab_size: int) -> nn.Module:

@@ -12,12 +12,12 @@ and the blog (`../shared/specs/masked_mixers.md` collects them). Verdicts:
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 from common.errors import DataError, exit_on_user_error
 from common.io import atomic_file
+from common.stages import stage_args
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 
@@ -183,17 +183,13 @@ def replace_between_markers(text: str, body: str) -> str:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=Path("papers/masked_mixers/results"))
-    parser.add_argument("--readme", type=Path, default=None, help="also rewrite this README's claims section")
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "results", "readme", params=False)
     body = render(args.results)
     with atomic_file(args.results / "claims.md") as handle:
         handle.write(body + "\n")
-    if args.readme is not None:
-        text = replace_between_markers(args.readme.read_text(), body)
-        with atomic_file(args.readme) as handle:
-            handle.write(text)
+    text = replace_between_markers(args.readme.read_text(), body)
+    with atomic_file(args.readme) as handle:
+        handle.write(text)
 
 
 if __name__ == "__main__":

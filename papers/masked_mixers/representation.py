@@ -22,9 +22,8 @@ stage's budget-run weights), for the full hidden layer and for the last token on
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -32,11 +31,10 @@ from common.config import bounded
 from common.data.tokenized import load_tokenized
 from common.errors import exit_on_user_error
 from common.io import write_json
-from common.stages import stage_parser
-from papers.masked_mixers.clm import run_dir_of
+from common.stages import stage_args
 from papers.masked_mixers.models import build_model, hidden_states
 from papers.masked_mixers.shared import load_paper_stage, vocab_size
-from papers.masked_mixers.train import load_weights
+from papers.masked_mixers.train import load_weights, run_dir_of
 
 log = logging.getLogger("mm_representation")
 
@@ -105,12 +103,7 @@ class RepresentationConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path("data/tokenized/padded"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
-    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/representation.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "out")
     cfg, sizes, profile = load_paper_stage(args.params, "representation", RepresentationConfig)
     vocab = vocab_size(args.tokenizer)
     if cfg.threads:
@@ -132,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
                                               lr_end=cfg.lr_end, seed=cfg.seed, last_token_only=target == "last_token")
                 results[f"{name}/{state}/{target}"] = row
                 log.info("%-30s %s", f"{name}/{state}/{target}", row)
-    write_json(args.out, {"profile": profile, "n_inputs": cfg.n_inputs, "steps": cfg.steps, "lr": [cfg.lr_start, cfg.lr_end],
-                          "n_ctx": sizes.n_ctx, "results": results})
+    write_json(args.out, {"profile": profile, "n_inputs": cfg.n_inputs, "steps": cfg.steps,
+                          "lr": [cfg.lr_start, cfg.lr_end], "n_ctx": sizes.n_ctx, "results": results})
 
 
 if __name__ == "__main__":

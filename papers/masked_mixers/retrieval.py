@@ -41,12 +41,11 @@ from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel
-from common.stages import stage_parser
+from common.stages import stage_args
 from common.training.optim import OptimConfig, build_optimizer
-from papers.masked_mixers.clm import run_dir_of
 from papers.masked_mixers.models import Autoencoder, build_model, hidden_states
 from papers.masked_mixers.shared import load_paper_stage
-from papers.masked_mixers.train import load_weights
+from papers.masked_mixers.train import load_weights, run_dir_of
 
 log = logging.getLogger("mm_retrieval")
 
@@ -157,7 +156,7 @@ def train_retrieval(train_q, train_t, test_q, test_t, c: int, cfg: RetrievalTrai
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
     losses = []
     start = time.perf_counter()
-    for step in range(cfg.steps):
+    for _ in range(cfg.steps):
         indices = torch.randint(len(train_q), (cfg.batch_size,), generator=generator)
         x, labels = make_batch(train_q, train_t, indices, c, generator)
         loss = F.cross_entropy(model(x), labels)
@@ -245,7 +244,8 @@ class RetrievalConfig:
         if not self.sources:
             raise ConfigError("sources: name at least one embedding source")
         if self.infonce_source not in self.sources:
-            raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; have {', '.join(self.sources)}")
+            raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; "
+                              f"have {', '.join(self.sources)}")
         for c in self.candidates:
             if c < 2 or c > min(self.n_train, self.n_test):
                 raise ConfigError(f"candidates: {c} must be within 2..min(n_train, n_test)")
@@ -286,13 +286,7 @@ def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--summaries", type=Path, default=Path("data/masked_mixers/summaries"))
-    parser.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer"))
-    parser.add_argument("--clm-dir", type=Path, default=Path("data/masked_mixers/clm"))
-    parser.add_argument("--ae-dir", type=Path, default=Path("data/masked_mixers/autoencoders"))
-    parser.add_argument("--out", type=Path, default=Path("papers/masked_mixers/results/retrieval.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
     cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
     verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
     tokenizer = load_tokenizer(args.tokenizer)

@@ -28,7 +28,7 @@ from common.config import bounded
 from common.data.manifest import verify_manifest, write_manifest
 from common.errors import ConfigError, DataError, HubUnavailable, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_parser
+from common.stages import load_stage, stage_args
 from papers.masked_mixers.shared import resolve_device
 
 log = logging.getLogger("mm_summaries")
@@ -133,11 +133,7 @@ def first_stories(corpus: datasets.DatasetDict, path: Path, cfg: SummariesConfig
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--stories", type=Path, default=Path("data/stories"))
-    parser.add_argument("--out", type=Path, default=Path("data/masked_mixers/summaries"))
-    parser.add_argument("--results", type=Path, default=Path("papers/masked_mixers/results/summaries.json"))
-    args = parser.parse_args(argv)
+    args = stage_args(argv, __doc__, "stories", "out", "results")
     cfg, profile, _ = load_stage(args.params, "summaries", SummariesConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     splits = first_stories(datasets.load_from_disk(str(args.stories)), args.stories, cfg)

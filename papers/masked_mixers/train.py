@@ -10,50 +10,54 @@ that stopped between validations are still compared on equal terms.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import lightning as L
 import torch
 from torch import nn
 
 from common.data.datamodule import TextDataModule
-from common.training.callbacks import MetricsJSON
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, build_trainer, fit
+from common.training.trainer import TrainerConfig, run_training
 
 log = logging.getLogger(__name__)
 WEIGHTS = "model.pt"
 
 
-def train_network(net: nn.Module, *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,
+def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,
                   optim: OptimConfig, trainer_cfg: TrainerConfig, batch_size: int, seed: int,
                   shift_labels: bool = True, run_config: dict | None = None) -> dict:
-    """Train `net` (maps ids to logits) and return its history, step count, time and losses.
-    The trained weights are saved as `run_dir/model.pt` for the stages that reuse them."""
-    L.seed_everything(seed, workers=True, verbose=False)
-    module = CausalLMModule(net, vocab_size=vocab_size, optim=optim, shift_labels=shift_labels)
+    """Train the network `build()` makes (it maps ids to logits) and return its history, step count,
+    time and losses. The trained weights are saved as `run_dir/model.pt` for the stages that reuse
+    them. The network is built after seeding (`run_training`), so its initial weights depend only
+    on `seed`, not on what ran before in the process."""
     datamodule = TextDataModule(data_dir, batch_size=batch_size, seed=seed, n_ctx=n_ctx)
-    metrics = MetricsJSON(run_dir / "metrics.json")
-    trainer = build_trainer(trainer_cfg, run_dir, callbacks=[metrics])
-    config = {"optim": asdict(optim), "trainer": asdict(trainer_cfg), "batch_size": batch_size, "seed": seed,
-              "n_ctx": n_ctx, "shift_labels": shift_labels, **(run_config or {})}
-    fit(trainer, module, datamodule, run_dir, run_config=config)
+    run = run_training(lambda: CausalLMModule(build(), vocab_size=vocab_size, optim=optim, shift_labels=shift_labels),
+                       datamodule, trainer_cfg, run_dir, seed=seed,
+                       run_config={"optim": asdict(optim), "batch_size": batch_size, "n_ctx": n_ctx,
+                                   "shift_labels": shift_labels, **(run_config or {})})
+    net, metrics = run.module.net, run.metrics
     train_seconds = metrics.state_dict()["elapsed_s"]
-    (val,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    (val,) = run.trainer.validate(run.module, datamodule=datamodule, verbose=False)
     train_losses = [row["train/loss"] for row in metrics.history if "train/loss" in row]
     torch.save(net.state_dict(), run_dir / WEIGHTS)
     return {
-        "steps": trainer.global_step,
+        "steps": run.steps,
         "train_seconds": round(train_seconds, 2),
-        "seconds_per_step": round(train_seconds / max(1, trainer.global_step), 4),
+        "seconds_per_step": round(train_seconds / max(1, run.steps), 4),
         # The mean of the last few logged training losses: one batch is too noisy to rank models.
         "train_loss": round(sum(train_losses[-3:]) / max(1, len(train_losses[-3:])), 4) if train_losses else None,
         "val_loss": round(float(val["val/loss"]), 4),
         "n_params": sum(p.numel() for p in net.parameters()),
         "history": metrics.history,
     }
+
+
+def run_dir_of(root: Path, model: str, mode: str) -> Path:
+    """Where the `clm` stage trains `model` in `mode` (time or steps); later stages load its weights there."""
+    return root / model / mode
 
 
 def load_weights(net: nn.Module, run_dir: Path) -> nn.Module:

@@ -48,7 +48,7 @@ documents from a second genre, e.g. these, among the stories), deterministically
 """
 
 import random
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from common.data.hub import _alpaca_text
 from common.data.stories import BOY_NAMES, GIRL_NAMES, LIKES, OBJECTS, PLACES, TRAITS

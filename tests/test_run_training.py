@@ -1,0 +1,69 @@
+"""`run_training`, the one entry point every stage trains through: seeding independent of what ran
+before, and a resume key that holds the input data's fingerprint."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import lightning as L
+import pytest
+import torch
+
+from common.data.mad import MADTaskConfig
+from common.data.task_datamodules import MADDataModule
+from common.models.lm import LanguageModel, LMConfig
+from common.training.mad import train_on_mad
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig
+from common.training.trainer import TrainerConfig, run_training
+
+TASK = MADTaskConfig(task="in-context-recall", vocab_size=16, seq_len=32, num_train_examples=64,
+                     num_test_examples=32, seed=3)
+TRAINER = TrainerConfig(max_steps=6, val_every_n_steps=3, limit_val_batches=1, log_every_n_steps=1,
+                        checkpoint_every_n_steps=2, progress_bar=False)
+OPTIM = OptimConfig(lr=1e-2, warmup_steps=0)
+MODEL_A = LMConfig(d_model=16, pattern="attn,swiglu", blocks={"attn": {"n_heads": 2}})
+MODEL_B = LMConfig(d_model=16, pattern="mamba,swiglu")
+
+
+def test_a_run_does_not_depend_on_what_ran_before_it(tmp_path):
+    """B alone, and B after A (and after unrelated draws), train to exactly the same scores."""
+    alone = train_on_mad(MODEL_B, TASK, TRAINER, tmp_path / "b_alone", OPTIM, batch_size=8, seed=1)
+    train_on_mad(MODEL_A, TASK, TRAINER, tmp_path / "a", OPTIM, batch_size=8, seed=0)
+    torch.rand(1000)
+    after = train_on_mad(MODEL_B, TASK, TRAINER, tmp_path / "b_after_a", OPTIM, batch_size=8, seed=1)
+    assert after == alone
+
+
+class StopAt(L.Callback):
+    """Dies mid-run, like a killed process, after a checkpoint has been written."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def _run(task: MADTaskConfig, run_dir, callbacks=()):
+    def build():
+        return CausalLMModule(LanguageModel(replace(MODEL_B, vocab_size=task.vocab_size, n_ctx=task.seq_len)),
+                              vocab_size=task.vocab_size, optim=OPTIM, shift_labels=False)
+
+    return run_training(build, MADDataModule(task, batch_size=8, seed=0), TRAINER, run_dir, seed=0,
+                        run_config={"model": "b"}, callbacks=list(callbacks))
+
+
+@pytest.mark.parametrize("data_changed", [False, True])
+def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed):
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(TASK, tmp_path, [StopAt(3)])
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    task = replace(TASK, seed=TASK.seed + 1) if data_changed else TASK  # regenerated data, same config keys
+    with caplog.at_level(logging.INFO, logger="common.training.trainer"):
+        run = _run(task, tmp_path)
+    assert run.steps == TRAINER.max_steps
+    resumed = any("resuming from" in r.getMessage() for r in caplog.records)
+    assert resumed is not data_changed

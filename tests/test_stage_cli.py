@@ -1,0 +1,72 @@
+"""Thin stages: every `dvc.yaml` command passes every argument its stage requires (paths are
+written only there), and no stage script is imported by other code (shared code lives in modules
+named for what they hold)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+PIPELINES = [ROOT / "dvc.yaml", *sorted((ROOT / "papers").glob("*/dvc.yaml"))]
+
+
+def stages() -> list[tuple[str, str, list[str]]]:
+    out = []
+    for path in PIPELINES:
+        for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+            words = shlex.split(stage["cmd"])
+            assert words[:2] == ["python", "-m"], f"{path}:{name}: a stage runs `python -m <module>`"
+            out.append((f"{path.relative_to(ROOT)}:{name}", words[2], words[3:]))
+    return out
+
+
+STAGES = stages()
+
+
+class Parsed(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("stage", "module", "argv"), STAGES, ids=[s[0] for s in STAGES])
+def test_the_dvc_command_gives_every_required_argument(stage, module, argv, monkeypatch):
+    """Parse the command's arguments with the stage's own parser, and stop right there."""
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        raise Parsed(parse(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    with pytest.raises(Parsed) as parsed:
+        importlib.import_module(module).main(argv)
+    assert all(value is not None for value in vars(parsed.value.args[0]).values())
+
+
+def imported_modules(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_stage_script_is_imported_by_other_code():
+    """Library code never imports a stage script. (Benchmarks may read a stage's config class, to time
+    exactly what the stage generates.)"""
+    stage_modules = {module for _, module, _ in STAGES}
+    offenders = []
+    for folder in ("common", "papers"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in imported_modules(path) & stage_modules:
+                offenders.append(f"{path.relative_to(ROOT)} imports the stage script {name}")
+    assert not offenders, "\n".join(offenders)
