@@ -2,7 +2,7 @@
 
 Every block is an `nn.Module` subclass of `Block`, registered under a short name, and built as
 
-    build_block(name, d_model, layer_idx, **kwargs)
+    build_block(name, d_model, layer_idx, shared={"n_ctx": ...}, **options)
 
 A block maps `x: [batch, time, d_model]` to a tensor of the same shape; the model adds the residual
 and the pre-norm around it.
