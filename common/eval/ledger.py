@@ -1,0 +1,160 @@
+"""The claims ledger: one entry per claim of a paper, with our evidence and a verdict earned by rules.
+
+A paper's `report` stage writes `results/claims.json`, a list of entries built by `claim_entry`.
+Each entry holds the paper's wording, location and number, the metric, our values per seed, their
+mean and spread, the chance level, the control, the profile, and one verdict of `VERDICTS`.
+
+How a trained comparison is judged (`judge_difference`), in this order:
+
+1. `inconclusive` when a model is not measurably above chance or the positive control failed: the
+   experiment cannot tell the models apart, so neither "reproduced" nor "not reproduced" is earned.
+2. `inconclusive` when the 95% interval of the mean difference (a t-interval over seeds, the two
+   arms paired by seed) spans zero.
+3. `not reproduced` when the interval excludes zero on the side opposite to the paper's claim.
+4. On the paper's side: `reproduced` when the paper gives no size, or the interval holds the
+   paper's effect, or our mean is within `size_tolerance` (relative) of it; otherwise `direction
+   reproduced` when every seed points the paper's way, and `inconclusive` when some seed does not.
+
+A claim of no difference ("the same relative efficiency", "no gain") is judged against a margin
+(`judge_equivalence`): `reproduced` when the whole interval lies inside it, `not reproduced` when the
+whole interval lies outside it, `inconclusive` otherwise.
+
+`needs paper scale` is never computed: a stage states it, with why and the cheapest evidence it has.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from scipy import stats
+
+VERDICTS = ("reproduced", "direction reproduced", "not reproduced", "inconclusive", "needs paper scale")
+MIN_SEEDS = 3
+LEVEL = 0.95
+
+Verdict = Literal["reproduced", "direction reproduced", "not reproduced", "inconclusive", "needs paper scale"]
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (0 for one value), count and the values themselves."""
+    values = [float(v) for v in values]
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values), "values": values}
+
+
+def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
+    """Two-sided t-interval of the mean of `values` (independent draws, e.g. one per seed)."""
+    n = len(values)
+    if n < 2:
+        return (-math.inf, math.inf)
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return (mean - half, mean + half)
+
+
+def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """a - b per seed; both arms must hold one value per seed, in the same seed order."""
+    if len(a) != len(b):
+        raise ValueError(f"paired arms need one value per seed each, got {len(a)} and {len(b)}")
+    return [float(x) - float(y) for x, y in zip(a, b)]
+
+
+def above_chance(values: Sequence[float], chance: float, higher_is_better: bool = True) -> bool:
+    """Measurably better than `chance`: the interval of the mean excludes it on the good side."""
+    low, high = interval(values)
+    return low > chance if higher_is_better else high < chance
+
+
+def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1], *,
+                     above_chance_ok: bool = True, control_ok: bool | None = None,
+                     paper_effect: float | None = None, size_tolerance: float = 0.5) -> tuple[Verdict, str]:
+    """The verdict on a claim that a difference (per seed, ours minus the comparison) has sign
+    `claimed_sign` (+1: larger, -1: smaller) and, if given, size about `paper_effect`; with why."""
+    if not above_chance_ok:
+        return "inconclusive", "a model is not measurably above chance"
+    if control_ok is False:
+        return "inconclusive", "the positive control failed"
+    if len(differences) < 2:
+        return "inconclusive", f"{len(differences)} seed(s): no interval"
+    low, high = interval(differences)
+    if low <= 0 <= high:
+        return "inconclusive", f"the {LEVEL:.0%} interval of the difference [{low:.4g}, {high:.4g}] spans zero"
+    if (low > 0) != (claimed_sign > 0):
+        return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] excludes zero on the opposite side"
+    mean = statistics.fmean(differences)
+    if paper_effect is None or low <= paper_effect <= high or \
+            abs(mean - paper_effect) <= size_tolerance * abs(paper_effect):
+        return "reproduced", f"the interval [{low:.4g}, {high:.4g}] excludes zero on the paper's side"
+    if all((d > 0) == (claimed_sign > 0) and d != 0 for d in differences):
+        return "direction reproduced", (f"every seed points the paper's way, but the mean {mean:.4g} is not within "
+                                        f"{size_tolerance:.0%} of the paper's {paper_effect:.4g}")
+    return "inconclusive", "the interval excludes zero, but not every seed points the paper's way"
+
+
+def judge_equivalence(differences: Sequence[float], margin: float, *, above_chance_ok: bool = True,
+                      control_ok: bool | None = None) -> tuple[Verdict, str]:
+    """The verdict on a claim of no difference, within +-`margin`; with why."""
+    if not above_chance_ok:
+        return "inconclusive", "a model is not measurably above chance"
+    if control_ok is False:
+        return "inconclusive", "the positive control failed"
+    if len(differences) < 2:
+        return "inconclusive", f"{len(differences)} seed(s): no interval"
+    low, high = interval(differences)
+    if -margin <= low and high <= margin:
+        return "reproduced", f"the interval [{low:.4g}, {high:.4g}] lies within +-{margin:g}"
+    if low > margin or high < -margin:
+        return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] lies outside +-{margin:g}"
+    return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] crosses the margin +-{margin:g}"
+
+
+def claim_entry(*, id: str, paper: str, claim: str, where: str, metric: str, profile: str, verdict: str,
+                why: str, paper_value: Any = None, arms: dict[str, Sequence[float]] | None = None,
+                difference: Sequence[float] | None = None, chance: float | None = None,
+                control: str | None = None, trained: bool = True, evidence: str | None = None) -> dict[str, Any]:
+    """One ledger entry. `arms` holds each compared model's value per seed, `difference` the per-seed
+    difference the verdict used; both go in with their mean, spread and interval."""
+    entry = {"id": id, "paper": paper, "claim": claim, "where": where, "metric": metric, "paper_value": paper_value,
+             "profile": profile, "trained": trained, "chance": chance, "control": control,
+             "arms": {name: spread(values) for name, values in (arms or {}).items()},
+             "difference": None, "verdict": verdict, "why": why, "evidence": evidence}
+    if difference is not None:
+        entry["difference"] = {**spread(difference), "interval": list(interval(difference))}
+    check_entry(entry)
+    return entry
+
+
+REQUIRED = ("id", "paper", "claim", "where", "metric", "profile", "trained", "verdict", "why")
+
+
+def check_entry(entry: dict[str, Any]) -> None:
+    """An entry as the ledger's schema wants it; raises ValueError naming the entry and the problem."""
+    name = entry.get("id", "<no id>")
+    missing = [key for key in REQUIRED if entry.get(key) in (None, "")]
+    if missing:
+        raise ValueError(f"claim {name}: missing {', '.join(missing)}")
+    if entry["verdict"] not in VERDICTS:
+        raise ValueError(f"claim {name}: verdict {entry['verdict']!r}; allowed: {', '.join(VERDICTS)}")
+    if entry["verdict"] == "needs paper scale":
+        if not entry.get("evidence"):
+            raise ValueError(f"claim {name}: 'needs paper scale' must give the cheapest evidence measured here")
+        return
+    if entry["trained"]:
+        seeds = [arm["n"] for arm in entry["arms"].values()] + \
+            ([entry["difference"]["n"]] if entry.get("difference") else [])
+        if not seeds or min(seeds) < MIN_SEEDS:
+            raise ValueError(f"claim {name}: a trained comparison needs at least {MIN_SEEDS} seeds, got {seeds}")
+        if entry.get("chance") is None and not entry.get("control"):
+            raise ValueError(f"claim {name}: a trained comparison names its chance level or a control")
+
+
+def check_ledger(entries: list[dict[str, Any]]) -> None:
+    """Every entry valid, and ids unique."""
+    ids = [entry.get("id") for entry in entries]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    for entry in entries:
+        check_entry(entry)

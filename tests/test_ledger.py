@@ -1,0 +1,106 @@
+"""The claims ledger's verdict rules, on small ledgers built by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from common.eval.ledger import (
+    VERDICTS,
+    above_chance,
+    check_ledger,
+    claim_entry,
+    interval,
+    judge_difference,
+    judge_equivalence,
+    paired_differences,
+)
+
+T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom (statistical tables)
+
+
+def test_the_interval_is_the_t_interval_of_the_mean():
+    values = [1.0, 2.0, 4.0]
+    mean, sd = 7 / 3, math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 2)
+    low, high = interval(values)
+    assert low == pytest.approx(mean - T_975_DF2 * sd / math.sqrt(3))
+    assert high == pytest.approx(mean + T_975_DF2 * sd / math.sqrt(3))
+
+
+def test_models_at_chance_are_inconclusive_whatever_the_gap():
+    # A consistent gap between two models that are both at chance (1 in 32) decides nothing.
+    accuracy = {"mixer": [0.032, 0.030, 0.034], "transformer": [0.029, 0.027, 0.031]}
+    differences = paired_differences(accuracy["mixer"], accuracy["transformer"])
+    assert interval(differences)[0] > 0  # the gap itself is "significant"
+    ok = all(above_chance(values, chance=1 / 32) for values in accuracy.values())
+    assert not ok
+    verdict, why = judge_difference(differences, +1, above_chance_ok=ok)
+    assert verdict == "inconclusive" and "chance" in why
+    assert above_chance([0.2, 0.25, 0.22], chance=1 / 32)
+    assert above_chance([1.2, 1.3, 1.25], 8.3, higher_is_better=False)
+
+
+def test_an_interval_spanning_zero_is_inconclusive():
+    verdict, why = judge_difference([0.05, -0.02, 0.01], -1)
+    assert verdict == "inconclusive" and "spans zero" in why
+
+
+def test_a_failing_positive_control_is_inconclusive():
+    verdict, why = judge_difference([-0.3, -0.31, -0.29], -1, control_ok=False)
+    assert verdict == "inconclusive" and "control" in why
+
+
+def test_the_opposite_direction_is_not_reproduced():
+    verdict, _ = judge_difference([0.3, 0.31, 0.29], -1)
+    assert verdict == "not reproduced"
+
+
+def test_direction_and_size_give_reproduced_and_size_alone_differs_gives_direction_reproduced():
+    assert judge_difference([-0.3, -0.31, -0.29], -1)[0] == "reproduced"  # no size claimed
+    assert judge_difference([-0.3, -0.31, -0.29], -1, paper_effect=-0.25)[0] == "reproduced"
+    assert judge_difference([-0.03, -0.031, -0.029], -1, paper_effect=-0.5)[0] == "direction reproduced"
+
+
+def test_a_claim_of_no_difference_is_judged_against_its_margin():
+    assert judge_equivalence([0.01, -0.01, 0.0], margin=0.1)[0] == "reproduced"
+    assert judge_equivalence([0.69, 0.7, 0.68], margin=0.1)[0] == "not reproduced"  # "same efficiency", 0.69 apart
+    assert judge_equivalence([0.05, 0.2, -0.1], margin=0.1)[0] == "inconclusive"
+    assert judge_equivalence([0.01, -0.01, 0.0], margin=0.1, above_chance_ok=False)[0] == "inconclusive"
+
+
+def entry(**overrides):
+    fields = dict(id="fig4", paper="blackmamba", claim="BlackMamba needs fewer training FLOPs", where="Figure 4",
+                  metric="validation loss", profile="tiny", verdict="reproduced", why="by hand",
+                  arms={"blackmamba": [0.82, 0.83, 0.82], "mamba": [0.85, 0.85, 0.84]},
+                  difference=[-0.03, -0.02, -0.02], chance=8.3)
+    return fields | overrides
+
+
+def test_a_valid_ledger_passes_and_holds_mean_spread_and_interval():
+    ledger = [claim_entry(**entry()),
+              claim_entry(**entry(id="tab1", trained=False, arms=None, difference=None, chance=None,
+                                  verdict="not reproduced", why="counted")),
+              claim_entry(**entry(id="fig5", verdict="needs paper scale", why="GPU kernels",
+                                  evidence="CPU ms/token, 3 seeds", arms=None, difference=None))]
+    check_ledger(ledger)
+    first = ledger[0]
+    assert first["arms"]["mamba"]["mean"] == pytest.approx(0.8466666, rel=1e-6) and first["arms"]["mamba"]["n"] == 3
+    assert first["difference"]["interval"] == pytest.approx(list(interval([-0.03, -0.02, -0.02])))
+
+
+@pytest.mark.parametrize(("overrides", "problem"), [
+    ({"verdict": "partly reproduced"}, "allowed: " + ", ".join(VERDICTS)),
+    ({"arms": {"a": [1.0, 2.0]}, "difference": None}, "at least 3 seeds"),
+    ({"chance": None}, "chance level or a control"),
+    ({"verdict": "needs paper scale"}, "cheapest evidence"),
+    ({"why": ""}, "missing why"),
+])
+def test_invalid_entries_are_refused(overrides, problem):
+    with pytest.raises(ValueError, match=problem):
+        claim_entry(**entry(**overrides))
+
+
+def test_claim_ids_are_unique():
+    with pytest.raises(ValueError, match="repeat"):
+        check_ledger([claim_entry(**entry()), claim_entry(**entry())])
