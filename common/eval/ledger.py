@@ -68,17 +68,25 @@ def above_chance(values: Sequence[float], chance: float, higher_is_better: bool 
     return low > chance if higher_is_better else high < chance
 
 
-def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1], *,
-                     above_chance_ok: bool = True, control_ok: bool | None = None,
-                     paper_effect: float | None = None, size_tolerance: float = 0.5) -> tuple[Verdict, str]:
-    """The verdict on a claim that a difference (per seed, ours minus the comparison) has sign
-    `claimed_sign` (+1: larger, -1: smaller) and, if given, size about `paper_effect`; with why."""
+def _undecidable(differences: Sequence[float], above_chance_ok: bool,
+                 control_ok: bool | None) -> tuple[Verdict, str] | None:
+    """`inconclusive` and why, when the experiment cannot decide whatever the difference; else None."""
     if not above_chance_ok:
         return "inconclusive", "a model is not measurably above chance"
     if control_ok is False:
         return "inconclusive", "the positive control failed"
     if len(differences) < 2:
         return "inconclusive", f"{len(differences)} seed(s): no interval"
+    return None
+
+
+def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1], *,
+                     above_chance_ok: bool = True, control_ok: bool | None = None,
+                     paper_effect: float | None = None, size_tolerance: float = 0.5) -> tuple[Verdict, str]:
+    """The verdict on a claim that a difference (per seed, ours minus the comparison) has sign
+    `claimed_sign` (+1: larger, -1: smaller) and, if given, size about `paper_effect`; with why."""
+    if (undecidable := _undecidable(differences, above_chance_ok, control_ok)) is not None:
+        return undecidable
     low, high = interval(differences)
     if low <= 0 <= high:
         return "inconclusive", f"the {LEVEL:.0%} interval of the difference [{low:.4g}, {high:.4g}] spans zero"
@@ -97,12 +105,8 @@ def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1],
 def judge_equivalence(differences: Sequence[float], margin: float, *, above_chance_ok: bool = True,
                       control_ok: bool | None = None) -> tuple[Verdict, str]:
     """The verdict on a claim of no difference, within +-`margin`; with why."""
-    if not above_chance_ok:
-        return "inconclusive", "a model is not measurably above chance"
-    if control_ok is False:
-        return "inconclusive", "the positive control failed"
-    if len(differences) < 2:
-        return "inconclusive", f"{len(differences)} seed(s): no interval"
+    if (undecidable := _undecidable(differences, above_chance_ok, control_ok)) is not None:
+        return undecidable
     low, high = interval(differences)
     if -margin <= low and high <= margin:
         return "reproduced", f"the interval [{low:.4g}, {high:.4g}] lies within +-{margin:g}"
