@@ -10,8 +10,8 @@ also runs each job with one thread, so parallel and serial results are identical
 changes the order of floating-point reductions, and with it the last bits of every loss.
 
 `fn` and the jobs must be picklable: a module-level function and plain data. A job's exception
-(a `UserError` included) is raised again in the caller. A job's `TrainerConfig` should leave
-`threads` unset, which keeps the one thread set here.
+(a `UserError` included) is raised again in the caller. A `TrainerConfig`'s `threads` is a
+ceiling, so a job's training stays at the one thread set here.
 """
 
 from __future__ import annotations

@@ -66,6 +66,17 @@ def test_wrong_types_and_choices_are_one_line():
         from_dict(LMConfig, {"pattern": "moe", "blocks": {"moe": {"router": "softmax"}}}, where="x")
 
 
+def test_a_misspelt_hugging_face_config_field_is_one_line():
+    # Hugging Face configs keep any keyword as an attribute, so without this check the typo is ignored.
+    spec = {"pattern": "hf_decoder", "blocks": {"hf_decoder": {"family": "gpt_neox",
+                                                               "config": {"num_attention_head": 4}}}}
+    with pytest.raises(ConfigError, match=r"^x\.blocks\.hf_decoder\.config\.num_attention_head: "
+                                          r"not a field of transformers' GPTNeoXConfig$"):
+        from_dict(LMConfig, spec, where="x")
+    spec["blocks"]["hf_decoder"]["config"] = {"num_attention_heads": 4}
+    from_dict(LMConfig, spec, where="x")
+
+
 class Doubler(Block):
     """A block kept outside `common/`, named by import path."""
 
@@ -126,7 +137,7 @@ def test_stage_stops_on_a_block_option_typo(params_file, section, path, typo, ex
     if section == "train_compare":
         argv = ["--params", str(params), "--data", str(out / "d"), "--tokenizer", str(out / "t"),
                 "--run-dir", str(out / "r"), "--models-out", str(out / "m"), "--out", str(out / "x.json"),
-                "--plot-flops", str(out / "a.png"), "--plot-time", str(out / "b.png")]
+                "--plot", str(out / "a.png")]
         main = train_compare.main
     else:
         argv = ["--params", str(params), "--data", str(out / "d"), "--tokenizer", str(out / "t"),

@@ -77,7 +77,8 @@ def naive_moe(m: MoE, x: torch.Tensor):
     logits = [xf[t] @ w.T + b for t in range(n)]
 
     if m.router_type == "sinkhorn" and m.training:
-        all_logits = torch.stack(logits).detach().numpy()
+        all_logits = torch.stack(logits).detach()
+        all_logits = (all_logits.sigmoid() if m.sinkhorn_input == "sigmoid" else all_logits).numpy()
         plan, _ = np_sinkhorn(all_logits, m.sinkhorn_temperature, m.sinkhorn_init, m.sinkhorn_tol,
                               m.sinkhorn_max_iter, m.sinkhorn_criterion, m.sinkhorn_eps)
         chosen = [list(np.argsort(-plan[t], kind="stable")[:k]) for t in range(n)]
@@ -166,6 +167,20 @@ def test_sinkhorn_training_routes_with_a_converged_plan_too():
     ref, _, _ = naive_moe(m, x)
     torch.testing.assert_close(m(x), ref, rtol=1e-5, atol=1e-5)
     assert m.last_sinkhorn_iters > 1
+
+
+def test_sinkhorn_on_sigmoid_inputs_routes_by_the_plan_of_the_sigmoids():
+    # Appendix F's footnote: Sinkhorn runs on sigmoid(logits). Large logits make the two inputs
+    # choose differently, so the check can fail if the option is ignored.
+    m = make(router="sinkhorn", sinkhorn_input="sigmoid").train()
+    with torch.no_grad():
+        m.router.weight.mul_(20)
+    x = torch.randn(3, 16, D)
+    ref, chosen, _ = naive_moe(m, x)
+    torch.testing.assert_close(m(x), ref, rtol=1e-5, atol=1e-5)
+    m.sinkhorn_input = "logits"
+    _, chosen_logits, _ = naive_moe(m, x)
+    assert chosen != chosen_logits
 
 
 def test_geglu_and_expert_biases_match_hand_computation():

@@ -16,7 +16,7 @@ from common.models.lm import LanguageModel, LMConfig
 from common.training.mad import train_on_mad
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, run_training
+from common.training.trainer import TrainerConfig, build_trainer, run_training
 
 TASK = MADTaskConfig(task="in-context-recall", vocab_size=16, seq_len=32, num_train_examples=64,
                      num_test_examples=32, seed=3)
@@ -53,11 +53,12 @@ def _run(task: MADTaskConfig, run_dir, callbacks=()):
                               vocab_size=task.vocab_size, optim=OPTIM, shift_labels=False)
 
     return run_training(build, MADDataModule(task, batch_size=8, seed=0), TRAINER, run_dir, seed=0,
-                        run_config={"model": "b"}, callbacks=list(callbacks))
+                        run_config={"model": "b", "layers": ("mamba", "swiglu")}, callbacks=list(callbacks))
 
 
 @pytest.mark.parametrize("data_changed", [False, True])
 def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed):
+    # The run config holds a tuple, which run_state.json reads back as a list: still the same key.
     with pytest.raises(RuntimeError, match="killed"):
         _run(TASK, tmp_path, [StopAt(3)])
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
@@ -67,3 +68,14 @@ def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed)
     assert run.steps == TRAINER.max_steps
     resumed = any("resuming from" in r.getMessage() for r in caplog.records)
     assert resumed is not data_changed
+
+
+def test_trainer_threads_is_a_ceiling(tmp_path):
+    """A one-thread worker (common.parallel) keeps one thread whatever the config asks."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        build_trainer(replace(TRAINER, threads=2), tmp_path)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

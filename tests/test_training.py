@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -78,6 +79,18 @@ def test_weight_decay_groups():
     expected_keep = {id(net.emb.weight), id(net.norm.weight), id(net.norm.bias), id(net.proj.bias)}
     assert {id(p) for p in keep["params"]} == expected_keep
     assert len(keep["params"]) == 4  # the tied head weight is not counted twice
+
+
+def test_mamba_state_matrix_and_skip_are_not_decayed():
+    # mamba-ssm exempts A_log and D; A_log is a matrix, so the ndim rule alone would decay it.
+    from common.blocks.mamba import Mamba
+
+    block = copy.deepcopy(Mamba(16))  # copies (as Manticore makes) keep the exemption
+    decay, keep = param_groups(block, 0.1)
+    decayed = {id(p) for p in decay["params"]}
+    assert id(block.A_log) not in decayed and id(block.D) not in decayed
+    assert {id(block.A_log), id(block.D)} <= {id(p) for p in keep["params"]}
+    assert {id(block.in_proj.weight), id(block.x_proj.weight), id(block.out_proj.weight)} <= decayed
 
 
 def test_lr_schedule_by_hand():

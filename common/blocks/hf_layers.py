@@ -16,6 +16,7 @@ from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoX
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
 from common.blocks.registry import Block, register
+from common.errors import ConfigError
 
 # family -> (config class, layer class, rotary class or None)
 FAMILIES = {
@@ -37,11 +38,24 @@ class HFDecoderLayer(Block):
     wraps_residual = True
     supports_step = False  # cached decoding through Hugging Face's Cache objects is not wired in
 
+    @staticmethod
+    def check_options(options: dict[str, Any], where: str) -> None:
+        """The `config` fields must be ones the family's config class has: Hugging Face configs
+        accept any keyword and keep it as an attribute, so a misspelt field would be ignored."""
+        config_cls = FAMILIES[options.get("family", "llama")][0]
+        known = config_cls().to_dict()
+        for key in options.get("config") or {}:
+            if key not in known:
+                raise ConfigError(f"{where}.config.{key}: not a field of transformers' {config_cls.__name__}")
+            if key == "hidden_size":
+                raise ConfigError(f"{where}.config.hidden_size: set from the model's d_model, not per block")
+
     def __init__(self, d_model: int, layer_idx: int = 0, family: Literal["gpt_neo", "gpt_neox", "llama"] = "llama",
                  config: dict[str, Any] | None = None):
         super().__init__()
         if family not in FAMILIES:
             raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILIES)}")
+        self.check_options({"family": family, "config": config}, "hf_decoder")
         config_cls, layer_cls, rotary_cls = FAMILIES[family]
         hf_config = config_cls(**{**(config or {}), "hidden_size": d_model})
         # GPT-Neo has only its eager attention, which applies its own causal and local masks.

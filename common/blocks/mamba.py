@@ -226,6 +226,10 @@ class MambaCache:
 class Mamba(Block):
     """The Mamba-1 mixer (no norm, no residual: the model adds those)."""
 
+    # Decay would pull A towards -1 and the skip towards 0; mamba-ssm exempts both too.
+    # A class attribute, not a mark on the tensors: copy.deepcopy drops attributes set on a Parameter.
+    no_weight_decay = ("A_log", "D")
+
     def __init__(self, d_model: int, layer_idx: int = 0, d_state: int = 16, d_conv: int = 4, expand: int = 2,
                  dt_rank: int | Literal["auto"] = "auto", conv_bias: bool = True, bias: bool = False,
                  dt_min: float = 0.001, dt_max: float = 0.1, dt_init_floor: float = 1e-4,

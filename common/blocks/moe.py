@@ -15,7 +15,10 @@ Routers (`router=`):
   sigmoid(logit of the chosen expert), so the router learns only through the gate and no auxiliary
   loss is needed. Eval: plain top-k of the logits (sigmoid is monotone, so this is the release's
   argmax of sigmoid). With `top_k > 1` the gates are a softmax over the k chosen logits (our
-  choice; Megatron takes an un-renormalised softmax over all experts).
+  choice; Megatron takes an un-renormalised softmax over all experts). What Sinkhorn balances is
+  `sinkhorn_input`: the raw logits (Megatron, the default) or sigmoid(logits), as the BlackMamba
+  paper's Appendix F footnote states it; sigmoid inputs lie in (0, 1), so the cost exp(p / 0.5)
+  varies by at most e^2 across experts and Sinkhorn converges in a couple of iterations.
 - `"sigmoid"`: the released BlackMamba SwitchMLP as it actually executes: its `sinkhorn` function
   is defined but never called (Zyphra/BlackMamba issue #16), so training and eval both route by
   argmax of the logits with a sigmoid gate. Kept to ablate what Sinkhorn buys.
@@ -60,6 +63,7 @@ from common.blocks.registry import Block, register
 Router = Literal["sinkhorn", "sigmoid", "softmax_topk"]
 SinkhornInit = Literal["blackmamba", "vanilla"]
 SinkhornCriterion = Literal["absolute", "relative"]
+SinkhornInput = Literal["logits", "sigmoid"]
 ExpertImpl = Literal["auto", "loop", "autograd", "grouped_mm"]
 ROUTERS, SINKHORN_INITS = get_args(Router), get_args(SinkhornInit)
 SINKHORN_CRITERIA, EXPERT_IMPLS = get_args(SinkhornCriterion), get_args(ExpertImpl)
@@ -251,7 +255,8 @@ class MoE(Block):
                  sinkhorn_init: SinkhornInit = "blackmamba", sinkhorn_temperature: float = 0.5,
                  sinkhorn_tol: float = 1e-4, sinkhorn_max_iter: int = 100,
                  sinkhorn_criterion: SinkhornCriterion = "absolute", sinkhorn_eps: float | None = None,
-                 router_bias: bool = True, aux_loss_coef: float = 0.01, bias: bool = False,
+                 sinkhorn_input: SinkhornInput = "logits", router_bias: bool = True,
+                 aux_loss_coef: float = 0.01, bias: bool = False,
                  normalize_gates: bool | None = None, expert_impl: ExpertImpl = "auto"):
         super().__init__()
         if router not in ROUTERS:
@@ -262,6 +267,8 @@ class MoE(Block):
             raise ValueError(f"sinkhorn_init must be one of {SINKHORN_INITS}, got {sinkhorn_init!r}")
         if sinkhorn_criterion not in SINKHORN_CRITERIA:
             raise ValueError(f"sinkhorn_criterion must be one of {SINKHORN_CRITERIA}, got {sinkhorn_criterion!r}")
+        if sinkhorn_input not in ("logits", "sigmoid"):
+            raise ValueError(f"sinkhorn_input must be 'logits' or 'sigmoid', got {sinkhorn_input!r}")
         if expert_impl not in EXPERT_IMPLS:
             raise ValueError(f"expert_impl must be one of {EXPERT_IMPLS}, got {expert_impl!r}")
         if not 1 <= top_k <= n_experts:
@@ -273,6 +280,7 @@ class MoE(Block):
         self.sinkhorn_init, self.sinkhorn_temperature = sinkhorn_init, sinkhorn_temperature
         self.sinkhorn_tol, self.sinkhorn_max_iter = sinkhorn_tol, sinkhorn_max_iter
         self.sinkhorn_criterion, self.sinkhorn_eps = sinkhorn_criterion, sinkhorn_eps
+        self.sinkhorn_input = sinkhorn_input
         self.aux_loss_coef = aux_loss_coef
         # Renormalising the gates over the chosen experts only makes sense for k > 1 (see module doc).
         self.normalize_gates = top_k > 1 if normalize_gates is None else normalize_gates
@@ -328,7 +336,8 @@ class MoE(Block):
 
         if self.router_type == "sinkhorn" and self.training:
             balanced, self.last_sinkhorn_iters = sinkhorn(
-                logits, temperature=self.sinkhorn_temperature, init=self.sinkhorn_init, tol=self.sinkhorn_tol,
+                logits.sigmoid() if self.sinkhorn_input == "sigmoid" else logits,
+                temperature=self.sinkhorn_temperature, init=self.sinkhorn_init, tol=self.sinkhorn_tol,
                 max_iter=self.sinkhorn_max_iter, criterion=self.sinkhorn_criterion, eps=self.sinkhorn_eps)
             idx = balanced.topk(k, dim=-1).indices
         else:

@@ -140,6 +140,9 @@ def check_block_options(name: str, options: dict[str, Any], where: str) -> dict[
     for key, param in declared.items():
         if param.default is inspect.Parameter.empty and key not in options and key not in SHARED:
             raise ConfigError(f"{where}.{key}: required option missing")
+    # A block whose option is itself a mapping (hf_decoder's `config`) checks inside it.
+    if hasattr(cls, "check_options"):
+        cls.check_options(checked, where)
     return checked
 
 

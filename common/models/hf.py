@@ -67,6 +67,13 @@ _HF_PARTS = {
 }
 
 
+def _layer_fields(config) -> dict:
+    """The config fields an `hf_decoder` block takes: a checkpoint's config.json may carry keys its
+    config class does not define (bookkeeping the layers never read), and hidden_size is d_model."""
+    known = type(config)().to_dict()
+    return {key: value for key, value in config.to_dict().items() if key in known and key != "hidden_size"}
+
+
 def language_model_from_hf(source) -> LanguageModel:
     """A `LanguageModel` of `hf_decoder` blocks with the weights of a Hugging Face causal LM.
 
@@ -90,7 +97,7 @@ def language_model_from_hf(source) -> LanguageModel:
         n_ctx=config.max_position_embeddings, norm_eps=eps,
         final_norm="rmsnorm" if family == "llama" else "layernorm",
         pos_embedding="learned" if positions else "none", tie_embeddings=bool(config.tie_word_embeddings),
-        blocks={"hf_decoder": {"family": family, "config": config.to_dict()}},
+        blocks={"hf_decoder": {"family": family, "config": _layer_fields(config)}},
     ))
     hf_state = hf.state_dict()
     state = {}

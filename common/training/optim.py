@@ -26,13 +26,15 @@ class OptimConfig:
 
 
 def param_groups(net: nn.Module, weight_decay: float, exclude: Iterable[nn.Parameter] = ()) -> list[dict]:
-    """Decay matrices only: norms, biases and embeddings are left alone.
+    """Decay matrices only: norms, biases, embeddings and the parameters a module names in its
+    `no_weight_decay` attribute (Mamba's A_log and D, as in mamba-ssm) are left alone.
 
     Embeddings are found by module type rather than by name, and a weight tied between the
     embedding and the head is seen once, as an embedding. Parameters in `exclude` (for example
     architecture weights that have their own optimizer) are left out.
     """
     no_decay = {id(m.weight) for m in net.modules() if isinstance(m, nn.Embedding)}
+    no_decay |= {id(getattr(m, name)) for m in net.modules() for name in getattr(m, "no_weight_decay", ())}
     decay, keep = [], []
     seen = {id(p) for p in exclude}
     for param in net.parameters():

@@ -50,7 +50,9 @@ class TrainerConfig:
     checkpoint_every_n_steps: int = bounded(100, ge=1)
     deterministic: bool = True
     progress_bar: bool = True
-    threads: int | None = bounded(None, ge=1)  # torch intra-op threads; None keeps torch's choice
+    # At most this many torch intra-op threads; None keeps torch's choice. A ceiling, never raised,
+    # so a run inside a one-thread worker (`common.parallel`) stays at one thread.
+    threads: int | None = bounded(None, ge=1)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -67,7 +69,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Callback] = ()) -> L.Trainer:
     run_dir = Path(run_dir)
     if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
+        torch.set_num_threads(min(cfg.threads, torch.get_num_threads()))
     checkpoint = ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
                                  every_n_train_steps=cfg.checkpoint_every_n_steps)
     guards: list[L.Callback] = [NonFiniteLossGuard(), checkpoint]
@@ -126,6 +128,8 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=metrics_extra)
     trainer = build_trainer(cfg, run_dir, callbacks=[metrics, *callbacks])
     key = {"config": run_config, "trainer": asdict(cfg), "seed": seed, "data": datamodule.fingerprint()}
+    # As it will read back from run_state.json (tuples become lists), or it would never match.
+    key = json.loads(json.dumps(key, default=str))
     _fit(trainer, module, datamodule, run_dir, key)
     return TrainingRun(module, trainer, metrics)
 
