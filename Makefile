@@ -27,9 +27,11 @@ $(STAMP): pyproject.toml $(LOCK)
 
 install: $(STAMP)
 
-# Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml.
+# Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml; then the README's claims
+# page from the papers' ledgers (not a DVC stage: see common/eval/claims_page.py).
 repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
+	$(BIN)/python -m common.eval.claims_page
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -13,6 +13,7 @@ Not seen: modules named only at run time (`importlib.import_module` on a block p
 from __future__ import annotations
 
 import ast
+import json
 import posixpath
 import shlex
 from pathlib import Path
@@ -208,3 +209,27 @@ def test_a_directory_dep_covers_its_files_only():
     assert covered("common/blocks/moe.py", ["common/blocks"])
     assert covered("common/blocks/moe.py", ["common/blocks/moe.py"])
     assert not covered("common/blocks_extra.py", ["common/blocks"])
+
+
+# --- Metrics: headline numbers only ------------------------------------------------------------
+
+def _flat_keys(value, prefix: str = "") -> list[str]:
+    """The columns `dvc metrics show` makes of a JSON value: one per leaf, lists as one."""
+    if isinstance(value, dict):
+        return [key for name, item in value.items() for key in _flat_keys(item, f"{prefix}{name}.")]
+    return [prefix.rstrip(".")]
+
+
+def test_dvc_metrics_show_stays_readable():
+    """The declared metrics of every pipeline, flattened as `dvc metrics show` does, make fewer than
+    200 columns (detail lives in results JSON that are plain outputs, and in the claims ledgers)."""
+    columns = set()
+    for dvc_file in DVC_FILES:
+        data = yaml.safe_load((ROOT / dvc_file).read_text())
+        for stage in data["stages"].values():
+            wdir = _join(posixpath.dirname(dvc_file), stage.get("wdir", "."))
+            for path in _paths(stage.get("metrics", [])):
+                file = ROOT / _join(wdir, path)
+                if file.is_file():
+                    columns |= set(_flat_keys(json.loads(file.read_text())))
+    assert 0 < len(columns) < 200, sorted(columns)

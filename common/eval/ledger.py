@@ -162,3 +162,15 @@ def check_ledger(entries: list[dict[str, Any]]) -> None:
         raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     for entry in entries:
         check_entry(entry)
+
+
+def headline_metrics(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """One number per claim for `dvc metrics`: the mean difference the verdict used, or the value of
+    a claim with a single arm. Claims with neither (a `needs paper scale` row) are left out."""
+    metrics = {}
+    for entry in entries:
+        if entry.get("difference"):
+            metrics[entry["id"]] = entry["difference"]["mean"]
+        elif len(entry["arms"]) == 1:
+            metrics[entry["id"]] = next(iter(entry["arms"].values()))["mean"]
+    return metrics

@@ -26,6 +26,7 @@ The harness is imported lazily: the rest of the library does not need it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -125,13 +126,21 @@ class LanguageModelEval(_HarnessLM):
         return out
 
 
+@functools.cache
+def task_manager(include_path: str | None):
+    """One lm-eval `TaskManager` per task directory and process: building one indexes every task the
+    harness knows (about 37 s here), so a stage evaluating many models builds it once."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path)
+
+
 def evaluate(adapter: LanguageModelEval, tasks: list[str], include_path: str | Path | None = None,
              limit: int | None = None, num_fewshot: int | None = None, seed: int = 0) -> dict:
     """Run harness tasks (built-in names, or YAML tasks under `include_path`); returns its results dict."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(include_path=str(include_path) if include_path else None)
+    manager = task_manager(str(include_path) if include_path else None)
     return simple_evaluate(model=adapter, tasks=tasks, task_manager=manager, limit=limit, num_fewshot=num_fewshot,
                            random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
                            log_samples=False)

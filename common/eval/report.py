@@ -32,6 +32,15 @@ def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], st
     return readme
 
 
+def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
+    """`text` with whatever stands between the `begin` and `end` markers replaced by `body`."""
+    if begin not in text or end not in text:
+        raise DataError(f"README: markers {begin} and {end} not found")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
 def update_readme(readme: Path, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> None:
     text = render(readme.read_text(), results_dir, tables, rerun_hint)
     with atomic_file(readme, "w") as handle:

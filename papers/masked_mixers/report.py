@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from common.errors import DataError, exit_on_user_error
+from common.eval.report import replace_between_markers
 from common.io import atomic_file
 from common.stages import stage_args
 
@@ -173,21 +174,13 @@ def render(results: Path) -> str:
     return "\n".join(lines)
 
 
-def replace_between_markers(text: str, body: str) -> str:
-    if BEGIN not in text or END not in text:
-        raise DataError(f"README: markers {BEGIN} and {END} not found")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}\n{END}{tail}"
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = stage_args(argv, __doc__, "results", "readme", params=False)
     body = render(args.results)
     with atomic_file(args.results / "claims.md") as handle:
         handle.write(body + "\n")
-    text = replace_between_markers(args.readme.read_text(), body)
+    text = replace_between_markers(args.readme.read_text(), BEGIN, END, body)
     with atomic_file(args.readme) as handle:
         handle.write(text)
 

@@ -1,0 +1,103 @@
+"""The root README's claims page: every claim of the three papers, from their ledgers.
+
+    python -m common.eval.claims_page            # rewrite README.md between the markers
+    python -m common.eval.claims_page --check    # exit 1 if README.md is out of date
+
+Each paper's `report` stage writes `papers/<paper>/results/claims.json` (`common.eval.ledger`).
+This page gathers them: counts per verdict class, then one row per claim with its verdict, our
+number with its spread, and the number of seeds. It is not a DVC stage on purpose: a root stage
+that depends on the three ledgers would make `dvc repro` of the root pipeline run all three papers.
+`tests/test_claims_page.py` fails when the committed README and the committed ledgers disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from common.errors import UserError
+from common.eval.ledger import VERDICTS, check_ledger
+from common.eval.report import replace_between_markers
+from common.io import atomic_file
+
+PAPERS = {"manticore": "Manticore", "blackmamba": "BlackMamba", "masked_mixers": "Masked Mixers"}
+BEGIN, END = "<!-- claims-page:begin -->", "<!-- claims-page:end -->"
+
+
+def load_ledgers(root: Path) -> dict[str, list[dict] | None]:
+    """{paper: its claims, or None when the paper has no ledger yet}, each ledger validated."""
+    ledgers = {}
+    for paper in PAPERS:
+        path = root / "papers" / paper / "results" / "claims.json"
+        ledgers[paper] = json.loads(path.read_text())["claims"] if path.is_file() else None
+        if ledgers[paper] is not None:
+            check_ledger(ledgers[paper])
+    return ledgers
+
+
+def ours(entry: dict) -> str:
+    if entry["verdict"] == "needs paper scale":
+        return "-"
+    if entry.get("difference"):
+        d = entry["difference"]
+        return f"{d['mean']:.3g} ± {d['std']:.2g} (difference)"
+    return "; ".join(f"{name}: {arm['mean']:.3g}" + (f" ± {arm['std']:.2g}" if arm["n"] > 1 else "")
+                     for name, arm in entry["arms"].items())
+
+
+def seeds(entry: dict) -> str:
+    if not entry["trained"] or entry["verdict"] == "needs paper scale":
+        return "-"
+    counts = [arm["n"] for arm in entry["arms"].values()]
+    if entry.get("difference"):
+        counts.append(entry["difference"]["n"])
+    return str(min(counts))
+
+
+def page(ledgers: dict[str, list[dict] | None]) -> str:
+    lines = ["| paper | " + " | ".join(VERDICTS) + " | claims |", "|---|" + "---|" * (len(VERDICTS) + 1)]
+    for paper, claims in ledgers.items():
+        if claims is None:
+            lines.append(f"| {PAPERS[paper]} | " + " | ".join("-" for _ in VERDICTS) + " | no ledger yet |")
+            continue
+        counts = [sum(entry["verdict"] == verdict for entry in claims) for verdict in VERDICTS]
+        lines.append(f"| {PAPERS[paper]} | " + " | ".join(map(str, counts)) + f" | {len(claims)} |")
+    lines += ["", "| paper | claim | verdict | ours | seeds |", "|---|---|---|---|---|"]
+    for paper, claims in ledgers.items():
+        for entry in claims or []:
+            lines.append(f"| {PAPERS[paper]} | `{entry['id']}`: {entry['claim']} ({entry['where']}) | "
+                         f"{entry['verdict']} | {ours(entry)} | {seeds(entry)} |")
+    return "\n".join(lines)
+
+
+def render(readme: str, root: Path) -> str:
+    return replace_between_markers(readme, BEGIN, END, page(load_ledgers(root)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    args = parser.parse_args(argv)
+    root = Path.cwd()
+    readme_path = root / "README.md"
+    try:
+        readme = readme_path.read_text()
+        text = render(readme, root)
+    except (OSError, ValueError, KeyError, UserError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.check:
+        if text != readme:
+            print("README.md: the claims page is out of date; run `python -m common.eval.claims_page`",
+                  file=sys.stderr)
+            return 1
+        return 0
+    with atomic_file(readme_path, "w") as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The root README's claims page agrees with the committed ledgers, and counts what they hold."""
+
+from __future__ import annotations
+
+import json
+
+from common.eval.claims_page import BEGIN, END, main, page, render
+from common.eval.ledger import claim_entry
+from tests.conftest import ROOT
+
+
+def test_committed_readme_matches_the_committed_ledgers():
+    readme = (ROOT / "README.md").read_text()
+    assert render(readme, ROOT) == readme, "run `python -m common.eval.claims_page`"
+
+
+def _ledger():
+    return [
+        claim_entry(id="a", paper="p", claim="A beats B", where="Table 1", metric="loss", profile="tiny",
+                    verdict="reproduced", why="w", arms={"A": [1, 2, 3], "B": [2, 3, 4]},
+                    difference=[1.0, 1.0, 1.0], chance=5.0),
+        claim_entry(id="b", paper="p", claim="C at chance", where="Figure 2", metric="acc", profile="tiny",
+                    verdict="inconclusive", why="w", arms={"C": [0.1, 0.1, 0.12]}, chance=0.1),
+        claim_entry(id="c", paper="p", claim="big", where="Table 3", metric="acc", profile="tiny", trained=False,
+                    verdict="needs paper scale", why="w", evidence="e"),
+    ]
+
+
+def test_the_page_counts_verdicts_and_lists_every_claim():
+    text = page({"manticore": None, "blackmamba": _ledger(), "masked_mixers": None})
+    rows = text.splitlines()
+    assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in rows
+    assert "| Manticore | - | - | - | - | - | no ledger yet |" in rows
+    assert "| BlackMamba | `a`: A beats B (Table 1) | reproduced | 1 ± 0 (difference) | 3 |" in rows
+    assert "| BlackMamba | `c`: big (Table 3) | needs paper scale | - | - |" in rows
+
+
+def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):
+    (tmp_path / "papers/blackmamba/results").mkdir(parents=True)
+    (tmp_path / "papers/blackmamba/results/claims.json").write_text(json.dumps({"claims": _ledger()}))
+    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--check"]) == 1
+    assert main([]) == 0 and main(["--check"]) == 0
+    assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in (tmp_path / "README.md").read_text()
+    (tmp_path / "README.md").write_text("no markers\n")
+    assert main([]) == 2
