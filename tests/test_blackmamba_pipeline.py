@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+from common.eval.ledger import VERDICTS, check_ledger
 from tests.test_dvc import _run, copy_checkout
 
 RESULTS = "papers/blackmamba/results"
+COMPARED = {"blackmamba", "mamba", "mamba_dense_mlp", "transformer", "moe_transformer"}
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +27,13 @@ def load(repo, name):
 
 def test_every_stage_runs_and_writes_its_results(repro):
     repo, result = repro
-    for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing", "report"):
+    for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing", "zero_shot", "report"):
         assert f"Running stage 'papers/blackmamba/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
-    for png in ("loss_vs_flops.png", "loss_vs_time.png", "latency.png", "routing_heatmap.png"):
+    for png in ("loss_vs_flops.png", "latency.png", "routing_heatmap.png"):
         assert (repo / RESULTS / png).stat().st_size > 1000
-    for name in ("blackmamba", "mamba", "transformer", "moe_transformer"):
-        assert (repo / f"data/blackmamba/models/{name}/model.safetensors").is_file()
+    for name in COMPARED | {"blackmamba_deep"}:
+        for seed in (0, 1, 2):
+            assert (repo / f"data/blackmamba/models/{name}/seed{seed}/model.safetensors").is_file()
     again = _run([sys.executable, "-m", "dvc", "repro", "papers/blackmamba/dvc.yaml"], repo)
     assert "Running stage" not in again.stdout
 
@@ -38,34 +41,55 @@ def test_every_stage_runs_and_writes_its_results(repro):
 def test_results_hold_what_the_readme_reports(repro):
     repo, _ = repro
     train = load(repo, "train_compare.json")
-    assert set(train["models"]) == {"blackmamba", "mamba", "transformer", "moe_transformer"}
+    assert set(train["compared"]) == COMPARED and set(train["models"]) == COMPARED | {"blackmamba_deep"}
     for res in train["models"].values():
-        assert res["steps"] == 8 and res["history"][-1]["train_flops"] > 0
+        assert set(res["seeds"]) == {"0", "1", "2"}
+        for run in res["seeds"].values():
+            assert run["steps"] == 8 and run["history"][-1]["train_flops"] > 0
+    # Seeds differ, and the unigram chance level is a real loss (uniform would be log V).
+    finals = [run["final_val_loss"] for run in train["models"]["blackmamba"]["seeds"].values()]
+    assert len(set(finals)) == 3
+    assert 0 < train["unigram_val_loss"] < __import__("math").log(train["vocab_size"])
     latency = load(repo, "latency.json")
     assert latency["models"]["mamba"]["64"]["cache_bytes"] == latency["models"]["mamba"]["8"]["cache_bytes"]
     transformer = latency["models"]["transformer"]
     assert transformer["64"]["cache_bytes"] == 8 * transformer["8"]["cache_bytes"]
     routing = load(repo, "routing.json")
-    for mode in routing["modes"].values():
-        assert mode["n_layers"] == 1
+    assert routing["model"] == "blackmamba_deep" and set(routing["seeds"]) == {"0", "1", "2"}
+    for mode in routing["seeds"]["0"].values():
+        assert mode["n_layers"] == 2
         assert sum(mode["layers"][0]["tokens_per_expert"]) == 2 * 4 * train["n_ctx"]
+    assert set(load(repo, "zero_shot.json")["models"]) == COMPARED
     assert len(load(repo, "table1.json")["rows"]) == 16
-    assert load(repo, "sinkhorn.json")["summary"]["blackmamba"]["max_iters_absolute"] >= 1
+    sinkhorn = load(repo, "sinkhorn.json")["summary"]
+    assert set(sinkhorn) == {"logits", "sigmoid"}
+
+
+def test_the_ledger_validates_and_the_metrics_are_its_headline(repro):
+    repo, _ = repro
+    ledger = load(repo, "claims.json")
+    assert ledger["profile"] == "smoke"
+    check_ledger(ledger["claims"])
+    assert {entry["verdict"] for entry in ledger["claims"]} <= set(VERDICTS)
+    metrics = load(repo, "metrics.json")
+    assert set(metrics) <= {entry["id"] for entry in ledger["claims"]}
+    assert all(isinstance(value, float) for value in metrics.values())
 
 
 def test_readme_tables_are_generated_from_the_results(repro):
     repo, _ = repro
     readme = (repo / "papers/blackmamba/README.md").read_text()
-    train = load(repo, "train_compare.json")
     assert "_Profile `smoke`; generated from `results/train_compare.json`._" in readme
-    assert f"{train['models']['mamba']['final_val_loss']:.3f}" in readme
-    assert readme.count("**Verdict") == 5
+    for entry in load(repo, "claims.json")["claims"]:
+        assert f"`{entry['id']}`" in readme and f"**{entry['verdict']}**" in readme
 
 
-def test_committed_readme_matches_the_committed_results():
-    """The README in git must be what the report stage makes of the results in git."""
-    from papers.blackmamba.report import render
+def test_committed_readme_and_ledger_match_the_committed_results():
+    """The README and the ledger in git must be what the report stage makes of the results in git."""
+    from papers.blackmamba.report import build_ledger, load_results, render
     from tests.conftest import ROOT
 
     readme = (ROOT / "papers/blackmamba/README.md").read_text()
-    assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.blackmamba.report`"
+    assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/blackmamba/dvc.yaml`"
+    committed = json.loads((ROOT / RESULTS / "claims.json").read_text())["claims"]
+    assert build_ledger(load_results(ROOT / RESULTS)) == committed

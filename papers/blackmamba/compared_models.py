@@ -1,42 +1,58 @@
 """The models of the training comparison (Figure 4): BlackMamba and its baselines, from the
-`train_compare` section. The `latency` stage builds the same architectures, so both read them here."""
+`train_compare` section. The `latency` stage builds the same architectures, so both read them here.
+
+`routing_model` is one more BlackMamba, deeper and narrower, trained beside them for the routing
+stage: Figures 6-7's per-layer pattern needs more MoE layers than the matched-size comparison has.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from common.config import from_dict
+from common.config import bounded, from_dict
 from common.data.datamodule import LoaderConfig
 from common.errors import ConfigError
 from common.models.lm import LMConfig, check_lm_spec
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
-from papers.blackmamba.model import BlackMambaConfig, lm_config
+from papers.blackmamba.model import ROUTING_MODEL, BlackMambaConfig, lm_config
 
 
 @dataclass
 class TrainCompareConfig:
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    workers: int | None = bounded(None, ge=1)  # parallel training processes; None: one per core
     blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
     # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    routing_model: BlackMambaConfig | None = None
     data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds: at least one, no repeats; got {self.seeds}")
         for name, raw in self.baselines.items():
             check_lm_spec(raw, where=f"baselines.{name}")
 
 
 def model_configs(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    """The compared models of Figure 4, BlackMamba first."""
     models = {"blackmamba": lm_config(replace(cfg.blackmamba, vocab_size=vocab_size, n_ctx=n_ctx))}
     for name, raw in cfg.baselines.items():
-        if name in models:
-            raise ConfigError(f"train_compare.baselines.{name}: the name is taken by the BlackMamba model")
+        if name in models or name == ROUTING_MODEL:
+            raise ConfigError(f"train_compare.baselines.{name}: the name is taken by a BlackMamba model")
         if "vocab_size" in raw or "n_ctx" in raw:
             raise ConfigError(f"train_compare.baselines.{name}: vocab_size and n_ctx come from the data; remove them")
         models[name] = from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx},
                                  where=f"train_compare.baselines.{name}")
     return models
+
+
+def routing_model_config(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    """The deeper BlackMamba of the routing stage, if configured."""
+    if cfg.routing_model is None:
+        return {}
+    return {ROUTING_MODEL: lm_config(replace(cfg.routing_model, vocab_size=vocab_size, n_ctx=n_ctx))}

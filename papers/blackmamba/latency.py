@@ -1,10 +1,10 @@
 """Stage `latency`: the paper's Figure 5 question. Is per-token generation latency flat for
 BlackMamba and Mamba (recurrent state) and growing for transformers (KV cache)?
 
-The four architectures of `train_compare` (same configs, random weights: latency does not depend
-on the values) generate from a one-token prompt, batch 1, greedy, with their caches (eval mode, so MoE layers route
-by argmax as at inference; Sinkhorn only runs in training). Reported per
-length: median ms per token over the last 32 steps, the cache's bytes, and the total time to
+The compared architectures of `train_compare` (same configs, random weights: latency does not
+depend on the values) generate from a one-token prompt, batch 1, greedy, with their caches (eval
+mode, so MoE layers route by argmax as at inference; Sinkhorn only runs in training), one model at
+a time. Reported per length: median ms per token over the last 32 steps, the cache's bytes, and the total time to
 generate the sequence (the paper's axis). "Flat" means the per-token latency at the longest
 length is within `flat_tolerance` of that at the first length of at least 64 tokens.
 """
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
                          "ms_per_token_at_last": rows[last]["ms_per_token"],
                          "tokens_per_s_overall": rows["tokens_per_s_overall"]}
     write_json(args.out, {"profile": profile, "threads": cfg.threads, "lengths": cfg.lengths,
+                          "flat_tolerance": cfg.flat_tolerance,
                           "growth_measured_from": int(first), "summary": summary, "models": results})
     plot(results, cfg.lengths, args.plot)
     log.info("wrote %s: %s", args.out, summary)

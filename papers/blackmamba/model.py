@@ -51,6 +51,9 @@ class BlackMambaConfig:
             raise ConfigError(f"top_k: at most n_experts={self.n_experts}, got {self.top_k}")
 
 
+# The name of train_compare's deeper BlackMamba, trained for the routing stage (Figures 6-7).
+ROUTING_MODEL = "blackmamba_deep"
+
 # The released sizes (paper Appendix A; the 2.8B expert width 3872 is from its config.json).
 SIZES = {
     "340m_1.5b": BlackMambaConfig(d_model=1152, n_layers=30, d_ff=3072),

@@ -1,11 +1,14 @@
 """Stage `routing`: the paper's Figures 6-7. Tokens per expert in every MoE layer of the trained
 BlackMamba, as a heatmap, with a balance metric per layer.
 
-The trained model (from `train_compare`) runs over validation batches twice: in eval mode, where
-each token goes to the argmax of its router logits (inference), and in train mode without
-gradients, where the Sinkhorn router balances each batch (how the model was trained). A layer
-counts as balanced when its busiest expert takes at most `balanced_max_over_mean` times the mean
-load. The paper reports balance in most layers, with imbalance appearing in the last layers.
+The model is `train_compare`'s deeper BlackMamba (`blackmamba_deep`, when configured; otherwise
+`blackmamba`), every seed. Each runs over the same validation batches twice: in eval mode, where
+each token goes to the argmax of its router logits (inference, as the released model routes), and
+in train mode without gradients, where the Sinkhorn router balances each batch (how the model was
+trained). A layer counts as balanced when its busiest expert takes at most `balanced_max_over_mean`
+times the mean load. The paper reports balance in most layers, with imbalance appearing in the last
+layers (from layer 20 of 30 and 25 of 36); `late_fraction` is the share of MoE layers counted as
+"late" when the two parts are compared.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import torch
 from common.blocks.moe import MoE, load_balance_stats
 from common.config import bounded
 from common.data.datamodule import TextDataModule
-from common.errors import exit_on_user_error
+from common.errors import DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import load_language_model
 from common.stages import load_stage, stage_args
+from papers.blackmamba.model import ROUTING_MODEL
 
 log = logging.getLogger("routing")
 
@@ -34,6 +38,7 @@ class RoutingConfig:
     batches: int = bounded(20, ge=1)
     batch_size: int = bounded(16, ge=1)
     balanced_max_over_mean: float = bounded(1.5, ge=1)
+    late_fraction: float = bounded(1 / 3, gt=0, le=0.5)
 
 
 @torch.no_grad()
@@ -57,29 +62,45 @@ def heatmap(panels: dict[str, list[torch.Tensor]], path: Path) -> None:
         image = ax.imshow(share.numpy(), cmap="viridis", aspect="auto", vmin=0, vmax=max(2.0, share.max().item()))
         ax.set_xlabel("expert")
         ax.set_ylabel("MoE layer")
+        ax.set_xticks(range(share.shape[1]))
+        ax.set_yticks(range(share.shape[0]))
         ax.set_title(title, fontsize=9)
         fig.colorbar(image, ax=ax, label="load / mean load")
     save_figure(fig, path)
 
 
+def layer_stats(counts: list[torch.Tensor], cfg: RoutingConfig) -> dict:
+    """Per layer balance; how many layers are balanced; late layers' imbalance minus early layers'."""
+    layers = [{"tokens_per_expert": c.tolist(), **load_balance_stats(c)} for c in counts]
+    balanced = [layer["max_over_mean"] <= cfg.balanced_max_over_mean for layer in layers]
+    n_late = max(1, round(cfg.late_fraction * len(layers)))
+    loads = [layer["max_over_mean"] for layer in layers]
+    early, late = loads[:-n_late], loads[-n_late:]
+    return {"layers": layers, "balanced_layers": sum(balanced), "n_layers": len(layers),
+            "share_balanced": sum(balanced) / len(layers), "late_layers": n_late,
+            "late_minus_early_max_over_mean": (sum(late) / len(late) - sum(early) / len(early)) if early else None}
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "model", "data", "out", "plot")
+    args = stage_args(argv, __doc__, "models", "data", "out", "plot")
     cfg, profile, _ = load_stage(args.params, "routing", RoutingConfig)
-    model = load_language_model(args.model)
+    name = ROUTING_MODEL if (args.models / ROUTING_MODEL).is_dir() else "blackmamba"
+    seed_dirs = sorted(p for p in (args.models / name).glob("seed*") if (p / "config.json").is_file())
+    if not seed_dirs:
+        raise DataError(f"{args.models / name}: no trained seeds; run the train_compare stage first")
     datamodule = TextDataModule(args.data, batch_size=cfg.batch_size, seed=0)
     datamodule.setup("validate")
 
     modes = {"inference (argmax)": False, "training (Sinkhorn)": True}
-    panels = {mode: count_tokens(model, datamodule.val_dataloader(), cfg.batches, train)
-              for mode, train in modes.items()}
-    result = {}
-    for mode, counts in panels.items():
-        layers = [{"tokens_per_expert": c.tolist(), **load_balance_stats(c)} for c in counts]
-        balanced = [layer["max_over_mean"] <= cfg.balanced_max_over_mean for layer in layers]
-        result[mode] = {"layers": layers, "balanced_layers": sum(balanced), "n_layers": len(layers),
-                        "most_layers_balanced": sum(balanced) > len(layers) / 2}
-    write_json(args.out, {"profile": profile, "config": vars(cfg), "modes": result})
+    seeds, panels = {}, {}
+    for seed_dir in seed_dirs:
+        model = load_language_model(seed_dir)
+        counts = {mode: count_tokens(model, datamodule.val_dataloader(), cfg.batches, train)
+                  for mode, train in modes.items()}
+        seeds[seed_dir.name.removeprefix("seed")] = {mode: layer_stats(c, cfg) for mode, c in counts.items()}
+        panels = panels or {f"{mode}, {seed_dir.name}": c for mode, c in counts.items()}
+    write_json(args.out, {"profile": profile, "config": vars(cfg), "model": name, "seeds": seeds})
     heatmap(panels, args.plot)
     log.info("wrote %s", args.out)
 

@@ -1,6 +1,10 @@
 """Stage `sinkhorn`: the paper's Appendix F claim, that initialising Sinkhorn with a softmax along
 the token axis cuts the iterations to convergence "from 10-20 to just 1".
 
+Appendix F's footnote says what Sinkhorn balances: not the raw logits but sigmoid(logits) ("more
+efficient"). Both inputs are studied (`inputs`); the sigmoid is the paper's setting, the raw logits
+are Megatron's and our router's default (`sinkhorn_input` of the `moe` block selects either).
+
 For router logits `N(0, scale) + a linear per-expert offset` (experts of unequal popularity, as a
 router develops), over a grid of logit scales, temperatures and token counts, we count iterations
 to tolerance for the BlackMamba init and the vanilla one (d1 = 1) under two stop tests:
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common.blocks.moe import SINKHORN_INITS, load_balance_stats, sinkhorn
+from common.blocks.moe import SINKHORN_INITS, SinkhornInput, load_balance_stats, sinkhorn
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
@@ -43,8 +47,11 @@ class SinkhornStudyConfig:
     repeats: int = bounded(3, ge=1)
     tol: float = bounded(1e-4, gt=0)
     max_iter: int = bounded(1000, ge=1)
+    inputs: list[SinkhornInput] = field(default_factory=lambda: ["logits", "sigmoid"])
 
     def check(self) -> None:
+        if not self.inputs:
+            raise ConfigError("inputs: at least one of logits, sigmoid")
         for name in ("logit_scales", "temperatures", "token_counts"):
             values = getattr(self, name)
             if not values or any(v <= 0 for v in values):
@@ -69,6 +76,25 @@ def one_case(logits: torch.Tensor, temperature: float, tol: float, max_iter: int
     return out
 
 
+def summarise(cases: list[dict]) -> dict:
+    summary = {}
+    for init in SINKHORN_INITS:
+        summary[init] = {
+            **{f"median_iters_{c}": statistics.median(case[init][f"iters_{c}"] for case in cases) for c in CRITERIA},
+            **{f"max_iters_{c}": max(case[init][f"iters_{c}"] for case in cases) for c in CRITERIA},
+            "share_converged_in_1_absolute": statistics.mean(case[init]["iters_absolute"] == 1 for case in cases),
+            "mean_agreement_after_1": statistics.mean(case[init]["agreement_after_1"] for case in cases),
+            "min_agreement_after_1": min(case[init]["agreement_after_1"] for case in cases),
+            "worst_max_load_after_1": max(case[init]["max_load_after_1"] for case in cases),
+        }
+    for c in CRITERIA:
+        summary[f"share_blackmamba_fewer_iters_{c}"] = statistics.mean(
+            case["blackmamba"][f"iters_{c}"] < case["vanilla"][f"iters_{c}"] for case in cases)
+        summary[f"share_blackmamba_at_most_vanilla_{c}"] = statistics.mean(
+            case["blackmamba"][f"iters_{c}"] <= case["vanilla"][f"iters_{c}"] for case in cases)
+    return summary
+
+
 def study(cfg: SinkhornStudyConfig) -> dict:
     g = torch.Generator().manual_seed(cfg.seed)
     E = cfg.n_experts
@@ -77,22 +103,11 @@ def study(cfg: SinkhornStudyConfig) -> dict:
     for scale, temperature, n in itertools.product(cfg.logit_scales, cfg.temperatures, cfg.token_counts):
         for r in range(cfg.repeats):
             logits = torch.randn(n, E, generator=g, dtype=torch.float64) * scale + offsets
-            cases.append({"logit_scale": scale, "temperature": temperature, "tokens": n, "repeat": r,
-                          **one_case(logits, temperature, cfg.tol, cfg.max_iter)})
-    summary = {}
-    for init in SINKHORN_INITS:
-        summary[init] = {
-            **{f"median_iters_{c}": statistics.median(case[init][f"iters_{c}"] for case in cases) for c in CRITERIA},
-            **{f"max_iters_{c}": max(case[init][f"iters_{c}"] for case in cases) for c in CRITERIA},
-            "share_converged_in_1_absolute": statistics.mean(case[init]["iters_absolute"] == 1 for case in cases),
-            "mean_agreement_after_1": statistics.mean(case[init]["agreement_after_1"] for case in cases),
-            "worst_max_load_after_1": max(case[init]["max_load_after_1"] for case in cases),
-        }
-    for c in CRITERIA:
-        summary[f"share_blackmamba_fewer_iters_{c}"] = statistics.mean(
-            case["blackmamba"][f"iters_{c}"] < case["vanilla"][f"iters_{c}"] for case in cases)
-        summary[f"share_blackmamba_at_most_vanilla_{c}"] = statistics.mean(
-            case["blackmamba"][f"iters_{c}"] <= case["vanilla"][f"iters_{c}"] for case in cases)
+            for source in cfg.inputs:
+                balanced = logits.sigmoid() if source == "sigmoid" else logits
+                cases.append({"input": source, "logit_scale": scale, "temperature": temperature, "tokens": n,
+                              "repeat": r, **one_case(balanced, temperature, cfg.tol, cfg.max_iter)})
+    summary = {source: summarise([case for case in cases if case["input"] == source]) for source in cfg.inputs}
     return {"cases": cases, "summary": summary}
 
 
