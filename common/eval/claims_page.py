@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from common.errors import UserError
-from common.eval.ledger import VERDICTS, check_ledger
+from common.eval.ledger import VERDICTS, check_ledger, format_ours, seed_count
 from common.eval.report import replace_between_markers
 from common.io import atomic_file
 
@@ -37,25 +37,6 @@ def load_ledgers(root: Path) -> dict[str, list[dict] | None]:
     return ledgers
 
 
-def ours(entry: dict) -> str:
-    if entry["verdict"] == "needs paper scale":
-        return "-"
-    if entry.get("difference"):
-        d = entry["difference"]
-        return f"{d['mean']:.3g} ± {d['std']:.2g} (difference)"
-    return "; ".join(f"{name}: {arm['mean']:.3g}" + (f" ± {arm['std']:.2g}" if arm["n"] > 1 else "")
-                     for name, arm in entry["arms"].items())
-
-
-def seeds(entry: dict) -> str:
-    if not entry["trained"] or entry["verdict"] == "needs paper scale":
-        return "-"
-    counts = [arm["n"] for arm in entry["arms"].values()]
-    if entry.get("difference"):
-        counts.append(entry["difference"]["n"])
-    return str(min(counts))
-
-
 def page(ledgers: dict[str, list[dict] | None]) -> str:
     lines = ["| paper | " + " | ".join(VERDICTS) + " | claims |", "|---|" + "---|" * (len(VERDICTS) + 1)]
     for paper, claims in ledgers.items():
@@ -68,7 +49,7 @@ def page(ledgers: dict[str, list[dict] | None]) -> str:
     for paper, claims in ledgers.items():
         for entry in claims or []:
             lines.append(f"| {PAPERS[paper]} | `{entry['id']}`: {entry['claim']} ({entry['where']}) | "
-                         f"{entry['verdict']} | {ours(entry)} | {seeds(entry)} |")
+                         f"{entry['verdict']} | {format_ours(entry)} | {seed_count(entry)} |")
     return "\n".join(lines)
 
 

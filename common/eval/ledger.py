@@ -174,3 +174,24 @@ def headline_metrics(entries: list[dict[str, Any]]) -> dict[str, float]:
         elif len(entry["arms"]) == 1:
             metrics[entry["id"]] = next(iter(entry["arms"].values()))["mean"]
     return metrics
+
+
+def format_ours(entry: dict[str, Any]) -> str:
+    """Our number for a table: the difference's mean and spread, or each arm's; "-" at paper scale."""
+    if entry["verdict"] == "needs paper scale":
+        return "-"
+    if entry.get("difference"):
+        d = entry["difference"]
+        return f"{d['mean']:.3g} ± {d['std']:.2g} (difference)"
+    return "; ".join(f"{name}: {arm['mean']:.3g}" + (f" ± {arm['std']:.2g}" if arm["n"] > 1 else "")
+                     for name, arm in entry["arms"].items())
+
+
+def seed_count(entry: dict[str, Any]) -> str:
+    """The fewest seeds behind any arm of a trained claim, for a table; "-" for the others."""
+    if not entry["trained"] or entry["verdict"] == "needs paper scale":
+        return "-"
+    counts = [arm["n"] for arm in entry["arms"].values()]
+    if entry.get("difference"):
+        counts.append(entry["difference"]["n"])
+    return str(min(counts))

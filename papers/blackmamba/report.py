@@ -20,10 +20,13 @@ from common.eval.ledger import (
     above_chance,
     check_ledger,
     claim_entry,
+    format_ours,
     headline_metrics,
     interval,
     judge_difference,
     paired_differences,
+    seed_count,
+    spread,
 )
 from common.io import write_json
 from common.stages import stage_args
@@ -44,8 +47,8 @@ def _m(x: float) -> str:
 
 
 def _pm(values: list[float], digits: int = 3) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.{digits}f} ± {sd:.{digits}f}"
+    s = spread(values)
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
 
 
 def _seeds(model: dict, key: str) -> list[float]:
@@ -392,18 +395,12 @@ def zero_shot(res: dict) -> str:
 
 
 def claims(ledger: dict) -> str:
-    lines = ["| claim | where | verdict | ours | seeds | why |", "|---|---|---|---|---|---|"]
+    lines = ["| claim | where | verdict | ours | 95% interval | seeds | why |", "|---|---|---|---|---|---|---|"]
     for e in ledger["claims"]:
-        if e["difference"]:
-            d = e["difference"]
-            ours = f"{d['mean']:.3g} ± {d['std']:.2g} [{d['interval'][0]:.3g}, {d['interval'][1]:.3g}]"
-        elif e["evidence"]:
-            ours = e["evidence"]
-        else:
-            ours = "; ".join(f"{name} {arm['mean']:.3g}" for name, arm in e["arms"].items())
-        seeds = max((arm["n"] for arm in e["arms"].values()), default=0) if e["trained"] else "-"
-        lines.append(f"| `{e['id']}`: {e['claim']} | {e['where']} | **{e['verdict']}** | {ours} | {seeds} | "
-                     f"{e['why']} |")
+        ours = e["evidence"] if e["verdict"] == "needs paper scale" else format_ours(e)
+        low_high = "[{:.3g}, {:.3g}]".format(*e["difference"]["interval"]) if e["difference"] else "-"
+        lines.append(f"| `{e['id']}`: {e['claim']} | {e['where']} | **{e['verdict']}** | {ours} | {low_high} | "
+                     f"{seed_count(e)} | {e['why']} |")
     return "\n".join(lines)
 
 
