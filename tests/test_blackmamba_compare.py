@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from papers.blackmamba.train_compare import compare_flops, flops_to_reach, unigram_loss
+from common.eval.chance import unigram_loss
+from papers.blackmamba.train_compare import compare_flops, flops_to_reach
 
 
 def test_flops_to_reach_interpolates_between_validations_and_takes_the_first_crossing():

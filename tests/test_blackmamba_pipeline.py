@@ -86,10 +86,12 @@ def test_readme_tables_are_generated_from_the_results(repro):
 
 def test_committed_readme_and_ledger_match_the_committed_results():
     """The README and the ledger in git must be what the report stage makes of the results in git."""
-    from papers.blackmamba.report import build_ledger, load_results, render
+    from common.eval.report import load_results
+    from papers.blackmamba.report import PAPER, build_ledger, render
+    from papers.blackmamba.report import RESULTS as NAMES
     from tests.conftest import ROOT
 
     readme = (ROOT / "papers/blackmamba/README.md").read_text()
     assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/blackmamba/dvc.yaml`"
     committed = json.loads((ROOT / RESULTS / "claims.json").read_text())["claims"]
-    assert build_ledger(load_results(ROOT / RESULTS)) == committed
+    assert build_ledger(load_results(ROOT / RESULTS, NAMES, PAPER)) == committed

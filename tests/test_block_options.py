@@ -122,7 +122,7 @@ STAGE_TYPOS = [
 def test_stage_stops_on_a_block_option_typo(params_file, section, path, typo, expected, tmp_path, monkeypatch,
                                             capsys):
     from papers.blackmamba import train_compare
-    from papers.masked_mixers import clm
+    from papers.masked_mixers import compare
 
     raw = yaml.safe_load((ROOT / params_file).read_text())
     node = raw[section].setdefault("smoke", {})
@@ -141,8 +141,8 @@ def test_stage_stops_on_a_block_option_typo(params_file, section, path, typo, ex
         main = train_compare.main
     else:
         argv = ["--params", str(params), "--data", str(out / "d"), "--tokenizer", str(out / "t"),
-                "--run-dir", str(out / "r"), "--results", str(out / "x")]
-        main = clm.main
+                "--run-dir", str(out / "r"), "--results", str(out / "x"), "--section", "clm"]
+        main = compare.main
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2

@@ -172,8 +172,8 @@ def test_unknown_architecture_is_one_clear_error():
         stage_config(raw, "models", ModelsConfig, "smoke")
 
 
-def test_bad_params_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
-    from papers.masked_mixers import clm
+def test_bad_params_exit_2_with_one_line(smoke_data, tmp_path, monkeypatch, capsys):
+    from papers.masked_mixers import compare
 
     raw = yaml.safe_load(PARAMS.read_text())
     raw["clm"]["smoke"]["models"] = ["mixer_flat", "nope"]
@@ -182,7 +182,8 @@ def test_bad_params_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("params.yaml").write_text("profile: smoke\n")  # the root params: only the profile
     with pytest.raises(SystemExit) as exit_info:
-        clm.main(["--params", str(params), "--data", "d", "--tokenizer", "t", "--run-dir", "r", "--results", "x"])
+        compare.main(["--params", str(params), "--data", "d", "--tokenizer", str(smoke_data["tokenizer"]),
+                      "--run-dir", "r", "--results", "x", "--section", "clm"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]

@@ -22,18 +22,19 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for stage in STAGES:
         assert f"Running stage 'papers/masked_mixers/dvc.yaml:{stage}'" in first.stdout, first.stdout[-2000:]
     results = repo / RESULTS
-    for name in ("clm_loss_vs_time.png", "clm_loss_vs_steps.png", "autoencoders_loss.png", "bidirectional_loss.png",
-                 "claims.md"):
+    for name in ("clm_loss.png", "autoencoders_loss.png", "bidirectional_loss.png", "claims.json", "metrics.json"):
         assert (results / name).stat().st_size > 0, name
 
-    clm = json.loads((results / "clm.json").read_text())
-    assert clm["profile"] == "smoke"
-    for name, run in clm["models"].items():
-        assert run["steps"]["steps"] == clm["steps"], f"{name}: the step run must stop at exactly {clm['steps']}"
-        assert run["time"]["steps"] >= 1 and run["time"]["val_loss"] > 0
+    for section in ("clm", "autoencoders", "bidirectional"):
+        res = json.loads((results / f"{section}.json").read_text())
+        assert res["profile"] == "smoke" and res["chance_loss"] > 0
+        for name, model in res["models"].items():
+            assert sorted(model["seeds"]) == ["0", "1", "2"], name
+            for run in model["seeds"].values():
+                assert run["steps"] == res["steps"], f"{section}/{name}: every run stops at exactly {res['steps']}"
     rep = json.loads((results / "representation.json").read_text())["results"]
-    assert {f"{m}/{s}/{t}" for m in ("mixer_flat", "llama_h4") for s in ("untrained", "trained")
-            for t in ("full", "last_token")} <= set(rep)
+    assert set(rep) == {"untrained/d16_l2", "untrained/d32_l2", "trained/d16_l2"}
+    assert set(rep["untrained/d32_l2"]["llama_h4"]["2"]) == {"full", "last_token"}
     summaries = json.loads((results / "summaries.json").read_text())
     assert summaries["source"] == "corpus" and summaries["empty_summaries"] == 0
     retrieval = json.loads((results / "retrieval.json").read_text())
@@ -45,7 +46,9 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     memory = json.loads((results / "memory.json").read_text())
     assert memory["rows"] and not memory["failed"]
     readme = (repo / "papers/masked_mixers/README.md").read_text()
-    assert "| claim | paper | ours | profile | verdict |" in readme and "| smoke |" in readme
+    assert "| claim | where | verdict |" in readme and "_Profile `smoke`" in readme
+    claims = json.loads((results / "claims.json").read_text())["claims"]
+    assert {"clm-mixer-vs-llama", "fig3-untrained-transformer", "bidirectional-as-clm"} <= {c["id"] for c in claims}
 
     notebook_path = repo / "notebooks" / "masked_mixers.ipynb"
     notebook = nbformat.read(notebook_path, as_version=4)
@@ -56,3 +59,16 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
 
     second = _run([sys.executable, "-m", "dvc", "repro", "papers/masked_mixers/dvc.yaml"], repo)
     assert "Running stage" not in second.stdout, second.stdout[-2000:]
+
+
+def test_committed_readme_and_ledger_match_the_committed_results():
+    """The README and the ledger in git must be what the report stage makes of the results in git."""
+    from common.eval.report import load_results, render
+    from papers.masked_mixers.report import PAPER, TABLES, build_ledger
+    from papers.masked_mixers.report import RESULTS as NAMES
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "papers/masked_mixers/README.md").read_text()
+    assert render(readme, ROOT / RESULTS, TABLES, "") == readme, "run `dvc repro papers/masked_mixers/dvc.yaml`"
+    committed = json.loads((ROOT / RESULTS / "claims.json").read_text())["claims"]
+    assert build_ledger(load_results(ROOT / RESULTS, NAMES, PAPER)) == committed

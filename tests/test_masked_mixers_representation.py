@@ -70,7 +70,7 @@ def test_model_level_metric_on_an_identity_model():
     mask = torch.ones_like(ids, dtype=torch.bool)
     full = representation_accuracy(model, ids, mask, steps=500, lr_start=0.02, lr_end=0.002, seed=0,
                                    last_token_only=False)
-    assert full == {"hamming_top1": 0.0, "hamming_top5": 0.0, "decode_round_trip": 1.0}
+    assert full == {"hamming_top1": 0.0, "hamming_top5": 0.0, "hamming_top5_earlier": 0.0, "decode_round_trip": 1.0}
     last = representation_accuracy(model, ids, mask, steps=500, lr_start=0.02, lr_end=0.002, seed=0,
                                    last_token_only=True)
     assert 0 < last["hamming_top1"] < 1

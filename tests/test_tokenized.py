@@ -79,6 +79,20 @@ def test_datamodule_batches(tmp_path, tokenizer):
     assert (batch["labels"] == -100).equal(batch["attention_mask"] == 0)
 
 
+def test_full_window_refuses_rows_shorter_than_the_window_and_takes_rows_as_long(tmp_path, tokenizer):
+    path = _saved(tmp_path, tokenizer)  # rows of 32 tokens
+    short = TextDataModule(path, batch_size=4, n_ctx=48, full_window=True)
+    with pytest.raises(DataError, match=r"train rows hold 32 tokens, fewer than the model window n_ctx=48"):
+        short.setup()
+    exact = TextDataModule(path, batch_size=4, n_ctx=32, full_window=True)
+    exact.setup()
+    assert next(iter(exact.train_dataloader()))["input_ids"].shape == (4, 32)
+    # Without full_window a longer n_ctx only cuts nothing: the rows stay as stored.
+    loose = TextDataModule(path, batch_size=4, n_ctx=48)
+    loose.setup()
+    assert next(iter(loose.train_dataloader()))["input_ids"].shape == (4, 32)
+
+
 def test_corrupted_arrow_file_is_refused(tmp_path, tokenizer):
     path = _saved(tmp_path, tokenizer)
     arrow = next((path / "train").glob("*.arrow"))

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, Sampler
 from common.config import bounded
 from common.data.manifest import manifest_fingerprint
 from common.data.tokenized import load_tokenized
+from common.errors import DataError
 
 
 def collate_lm(rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -85,9 +86,15 @@ class TextDataModule(L.LightningDataModule):
     """Loads a tokenized `DatasetDict` written by the `tokenize` stage; `batch_size` is per device."""
 
     def __init__(self, data_dir: str | Path, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
-                 train_split: str = "train", val_split: str = "validation", n_ctx: int | None = None):
-        """`n_ctx` cuts every row to its first `n_ctx` tokens (None: rows as stored)."""
+                 train_split: str = "train", val_split: str = "validation", n_ctx: int | None = None,
+                 full_window: bool = False):
+        """`n_ctx` cuts every row to its first `n_ctx` tokens (None: rows as stored). `full_window`
+        refuses data whose rows are shorter than `n_ctx`: a model with weights per position (a
+        masked mixer's convolution) would leave the positions past the rows untrained."""
         super().__init__()
+        if full_window and n_ctx is None:
+            raise ValueError("TextDataModule: full_window needs n_ctx")
+        self.full_window = full_window
         self.data_dir = Path(data_dir)
         self.batch_size = batch_size
         self.num_workers = num_workers
@@ -99,6 +106,13 @@ class TextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.data is None:
             self.data = load_tokenized(self.data_dir, splits=(self.train_split, self.val_split))
+        if self.full_window:
+            for split in (self.train_split, self.val_split):
+                stored = len(self.data[split][0]["input_ids"])
+                if stored < self.n_ctx:
+                    raise DataError(f"{self.data_dir}: {split} rows hold {stored} tokens, fewer than the model "
+                                    f"window n_ctx={self.n_ctx}; tokenize to at least {self.n_ctx} tokens per row "
+                                    "or lower n_ctx")
 
     def fingerprint(self) -> str:
         """The data's identity for resuming: its manifest (a content hash per file) and the cut."""

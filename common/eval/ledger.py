@@ -195,3 +195,14 @@ def seed_count(entry: dict[str, Any]) -> str:
     if entry.get("difference"):
         counts.append(entry["difference"]["n"])
     return str(min(counts))
+
+
+def claims_table(ledger: dict[str, Any]) -> str:
+    """A `claims.json` as a Markdown table, one row per claim, for a paper's README."""
+    lines = ["| claim | where | verdict | ours | 95% interval | seeds | why |", "|---|---|---|---|---|---|---|"]
+    for e in ledger["claims"]:
+        ours = e["evidence"] if e["verdict"] == "needs paper scale" else format_ours(e)
+        low_high = "[{:.3g}, {:.3g}]".format(*e["difference"]["interval"]) if e["difference"] else "-"
+        lines.append(f"| `{e['id']}`: {e['claim']} | {e['where']} | **{e['verdict']}** | {ours} | {low_high} | "
+                     f"{seed_count(e)} | {e['why']} |")
+    return "\n".join(lines)

@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from common.errors import DataError, exit_on_user_error
-from common.io import atomic_file
+from common.errors import ConfigError, DataError, exit_on_user_error
+from common.eval.ledger import headline_metrics
+from common.io import atomic_file, write_json
 from common.stages import stage_args
 
 
@@ -57,5 +58,40 @@ def report_main(paper: str, tables: dict[str, Callable[[dict], str]], argv: list
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
         update_readme(args.readme, args.results, tables, f"run `dvc repro papers/{paper}/dvc.yaml` first")
         logging.getLogger("report").info("updated %s", args.readme)
+
+    run()
+
+
+def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[str, dict]:
+    """`results/<name>.json` of a paper, each by name; a missing one is a one-line error."""
+    loaded = {}
+    for name in names:
+        path = results_dir / f"{name}.json"
+        if not path.is_file():
+            raise DataError(f"{path}: missing; run `dvc repro papers/{paper}/dvc.yaml` first")
+        loaded[name] = json.loads(path.read_text())
+    return loaded
+
+
+def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: Callable[[dict[str, dict]], list[dict]],
+                       tables: dict[str, Callable[[dict], str]], argv: list[str] | None = None) -> None:
+    """The `report` stage of a paper with a claims ledger: `claims.json` from `build_ledger` over the
+    results, its headline numbers as `metrics.json` (`dvc metrics`), then the README's tables."""
+    rerun_hint = f"run `dvc repro papers/{paper}/dvc.yaml` first"
+
+    @exit_on_user_error
+    def run() -> None:
+        args = stage_args(argv, f"Write the claims ledger of papers/{paper}, its metrics and the README's tables.",
+                          "results", "readme", "claims", "metrics", params=False)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        if args.claims.resolve() != (args.results / "claims.json").resolve():
+            raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
+                              f"reads it; got {args.claims}")
+        results = load_results(args.results, result_names, paper)
+        ledger = build_ledger(results)
+        write_json(args.claims, {"profile": results[result_names[0]]["profile"], "paper": paper, "claims": ledger})
+        write_json(args.metrics, headline_metrics(ledger))
+        update_readme(args.readme, args.results, tables, rerun_hint)
+        logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)
 
     run()

@@ -8,28 +8,21 @@ that involve no training are judged on the measured value. Each rule is written 
 
 from __future__ import annotations
 
-import json
-import logging
 import statistics
 from pathlib import Path
 
-from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval import report
 from common.eval.ledger import (
     LEVEL,
     above_chance,
     check_ledger,
     claim_entry,
-    format_ours,
-    headline_metrics,
+    claims_table,
     interval,
     judge_difference,
     paired_differences,
-    seed_count,
     spread,
 )
-from common.io import write_json
-from common.stages import stage_args
 
 PAPER = "blackmamba"
 RESULTS = ("table1", "sinkhorn", "train_compare", "latency", "routing", "zero_shot")
@@ -394,17 +387,7 @@ def zero_shot(res: dict) -> str:
     return "\n".join(lines)
 
 
-def claims(ledger: dict) -> str:
-    lines = ["| claim | where | verdict | ours | 95% interval | seeds | why |", "|---|---|---|---|---|---|---|"]
-    for e in ledger["claims"]:
-        ours = e["evidence"] if e["verdict"] == "needs paper scale" else format_ours(e)
-        low_high = "[{:.3g}, {:.3g}]".format(*e["difference"]["interval"]) if e["difference"] else "-"
-        lines.append(f"| `{e['id']}`: {e['claim']} | {e['where']} | **{e['verdict']}** | {ours} | {low_high} | "
-                     f"{seed_count(e)} | {e['why']} |")
-    return "\n".join(lines)
-
-
-TABLES = {"claims": claims, "table1": table1, "train_compare": train_compare, "latency": latency,
+TABLES = {"claims": claims_table, "table1": table1, "train_compare": train_compare, "latency": latency,
           "sinkhorn": sinkhorn, "routing": routing, "zero_shot": zero_shot}
 
 
@@ -412,30 +395,8 @@ def render(readme: str, results_dir: Path) -> str:
     return report.render(readme, results_dir, TABLES, RERUN)
 
 
-def load_results(results_dir: Path) -> dict[str, dict]:
-    loaded = {}
-    for name in RESULTS:
-        path = results_dir / f"{name}.json"
-        if not path.is_file():
-            raise DataError(f"{path}: missing; {RERUN}")
-        loaded[name] = json.loads(path.read_text())
-    return loaded
-
-
-@exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, "Write the BlackMamba claims ledger, its metrics and the README's tables.",
-                      "results", "readme", "claims", "metrics", params=False)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if args.claims.resolve() != (args.results / "claims.json").resolve():
-        raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
-                          f"reads it; got {args.claims}")
-    results = load_results(args.results)
-    ledger = build_ledger(results)
-    write_json(args.claims, {"profile": results["train_compare"]["profile"], "paper": PAPER, "claims": ledger})
-    write_json(args.metrics, headline_metrics(ledger))
-    report.update_readme(args.readme, args.results, TABLES, RERUN)
-    logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)
+    report.ledger_report_main(PAPER, RESULTS, build_ledger, TABLES, argv)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from common.data.datamodule import LoaderConfig
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
+from common.eval.chance import unigram_loss
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
 from common.io import write_json
@@ -66,16 +67,6 @@ def flops_to_reach(curve: list[tuple[float, float]], target: float) -> float | N
                 return x1
             return x0 + (x1 - x0) * (y0 - target) / (y0 - y1)
     return None
-
-
-def unigram_loss(train_rows, val_rows, vocab_size: int) -> float:
-    """Cross-entropy (nats/token) of the validation tokens under the training tokens' unigram
-    frequencies (add-one smoothed): the loss of a model that ignores context."""
-    counts = np.bincount(np.concatenate([np.asarray(r, dtype=np.int64) for r in train_rows]),
-                         minlength=vocab_size).astype(np.float64) + 1.0
-    log_p = np.log(counts / counts.sum())
-    val = np.concatenate([np.asarray(r, dtype=np.int64) for r in val_rows])
-    return float(-log_p[val].mean())
 
 
 def train_one(name: str, seed: int, lm_cfg: LMConfig, data: Path, loader: LoaderConfig, optim: OptimConfig,

@@ -1,11 +1,27 @@
-"""Stages `autoencoders` and `bidirectional`: a mixer and a transformer of equal width and
-depth, trained for the same number of steps on the same batches, with their loss curves.
+"""Stages `clm`, `autoencoders` and `bidirectional`: masked mixers against transformers of equal
+width and depth, trained for the same number of steps on the same batches, for every seed.
 
-- `--section autoencoders`: the autoencoders of "Masked Mixers II" on whole stories (padded
-  rows): each position reproduces its own token from the encoder's last-token vector, so the
-  labels are not shifted. Their weights stay in `--run-dir/<model>/model.pt` for retrieval.
-- `--section bidirectional`: bidirectional language models on packed tokens; the prediction at t
-  is of token t + 1 from tokens <= t and >= t + 2 (standard shift).
+- `--section clm`: causal language models (the report's Tables S1-S7, in small): the flat mixer,
+  the GPT and 4-head Llama baselines, the expanded mixer and the transfixers.
+- `--section autoencoders`: the autoencoders of "Masked Mixers II": each position reproduces its
+  own token from the encoder's last-token vector, so the labels are not shifted.
+- `--section bidirectional`: bidirectional language models; the prediction at t is of token t + 1
+  from tokens <= t and >= t + 2 (standard shift).
+
+Every section trains on padded single stories (one story per row, cut to the window), the layout
+the official code trains on for models that are later embedded; the rows must hold the whole
+window (`TextDataModule(full_window=True)`), since a mixer's convolution has a weight per position.
+
+Runs are independent, so they go to worker processes (`common.parallel.run_jobs`, one torch thread
+each). Runs are compared at equal steps; seconds per step under parallel workers measure machine
+load as much as the model, so they are reported as throughput only. Per model and seed the stage
+reports the validation loss (on the same batches for every model) and how much it still fell
+over the last fifth of training: a ranking is only earned where that movement is smaller than the
+gap being judged. Chance is the unigram loss: a model that does not beat it has learnt token
+frequencies and nothing else.
+
+Trained weights stay in `--run-dir/<model>/seed<k>/model.pt`; the representation, generation and
+retrieval stages read the `clm` and `autoencoders` ones.
 """
 
 from __future__ import annotations
@@ -13,24 +29,32 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from pathlib import Path
+
+import numpy as np
 
 from common.config import bounded
+from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
+from common.eval.chance import unigram_loss
 from common.io import write_json
+from common.parallel import run_jobs
 from common.stages import stage_args
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
-from papers.masked_mixers.models import build_model
-from papers.masked_mixers.shared import curve, load_paper_stage, plot_curves, vocab_size
-from papers.masked_mixers.train import train_network
+from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
+from papers.masked_mixers.shared import load_paper_stage, plot_seed_curves, vocab_size
+from papers.masked_mixers.train import run_dir_of, train_network
 
 log = logging.getLogger("mm_compare")
-SECTIONS = ("autoencoders", "bidirectional")
+SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None}
+LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves there
 
 
 @dataclass
 class CompareConfig:
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     models: list[str] = field(default_factory=list)
     batch_size: int = bounded(16, ge=1)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -38,7 +62,47 @@ class CompareConfig:
 
     def check(self) -> None:
         if len(self.models) < 2:
-            raise ConfigError("models: list the mixer and the transformer to compare")
+            raise ConfigError("models: list at least a mixer and a transformer to compare")
+        if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
+            raise ConfigError("seeds: list at least one seed, each once")
+        if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
+            raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
+
+
+def check_kind(section: str, name: str, spec: ArchSpec) -> None:
+    """Autoencoders only in `autoencoders`; plain language models only in `clm`."""
+    wanted = SECTIONS[section]
+    fits = spec.kind == wanted if wanted else spec.kind != "autoencoder"
+    if not fits:
+        raise ConfigError(f"{section}.models: {name} is a {spec.kind}, which does not belong here")
+
+
+def train_one(name: str, seed: int, spec: ArchSpec, sizes: ModelsConfig, vocab: int, data: Path, run_dir: Path,
+              optim: OptimConfig, trainer: TrainerConfig, batch_size: int) -> dict:
+    log.info("training %s, seed %d", name, seed)
+    return train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=data,
+                         n_ctx=sizes.n_ctx, run_dir=run_dir, optim=optim, trainer_cfg=trainer, batch_size=batch_size,
+                         seed=seed, shift_labels=spec.kind != "autoencoder",
+                         run_config={"arch": asdict(spec), "sizes": asdict(sizes)})
+
+
+def late_movement(history: list[dict], steps: int) -> float:
+    """Validation loss at the first validation after (1 - LATE_FRACTION) of the steps, minus the last."""
+    vals = [(row["step"], row["val/loss"]) for row in history if "val/loss" in row]
+    start = next(loss for step, loss in vals if step + 1 >= (1 - LATE_FRACTION) * steps)
+    return start - vals[-1][1]
+
+
+def chance_loss(data: Path, vocab: int, n_ctx: int) -> float:
+    """The unigram loss of the stories' tokens within the window, padding excluded."""
+    tokenized = load_tokenized(data)
+
+    def tokens(split):
+        rows = tokenized[split].with_format("numpy")[:]
+        ids, mask = rows["input_ids"][:, :n_ctx], rows["attention_mask"][:, :n_ctx]
+        return ids[mask.astype(bool)]
+
+    return unigram_loss([tokens("train")], [tokens("validation")], vocab)
 
 
 @exit_on_user_error
@@ -47,25 +111,34 @@ def main(argv: list[str] | None = None) -> None:
                       extra=lambda parser: parser.add_argument("--section", choices=SECTIONS, required=True))
     cfg, sizes, profile = load_paper_stage(args.params, args.section, CompareConfig)
     vocab = vocab_size(args.tokenizer)
-    expected = "autoencoder" if args.section == "autoencoders" else None
-    runs = {}
-    for name in cfg.models:
-        spec = sizes.spec(name)
-        if (spec.kind == "autoencoder") != (expected == "autoencoder"):
-            raise ConfigError(f"{args.section}.models: {name} is a {spec.kind}, which does not belong here")
-        result = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
-                               n_ctx=sizes.n_ctx, run_dir=args.run_dir / name, optim=cfg.optim, trainer_cfg=cfg.trainer,
-                               batch_size=cfg.batch_size, seed=cfg.seed, shift_labels=spec.kind != "autoencoder",
-                               run_config={"arch": asdict(spec), "sizes": asdict(sizes)})
-        runs[name] = {"kind": spec.kind, "pattern": spec.pattern, **result}
-        log.info("%-26s steps %d  %.1f s  train %.3f  val %.3f", name, result["steps"], result["train_seconds"],
-                 result["train_loss"] or float("nan"), result["val_loss"])
+    specs = {name: sizes.spec(name) for name in cfg.models}
+    for name, spec in specs.items():
+        check_kind(args.section, name, spec)
+
+    jobs = [dict(name=name, seed=seed, spec=spec, sizes=sizes, vocab=vocab, data=args.data,
+                 run_dir=run_dir_of(args.run_dir, name, seed), optim=cfg.optim, trainer=cfg.trainer,
+                 batch_size=cfg.batch_size) for name, spec in specs.items() for seed in cfg.seeds]
+    results = iter(run_jobs(train_one, jobs, cfg.workers))
+    steps = cfg.trainer.max_steps
+    models = {}
+    for name, spec in specs.items():
+        runs = {str(seed): next(results) for seed in cfg.seeds}
+        first = next(iter(runs.values()))
+        models[name] = {"kind": spec.kind, "pattern": spec.pattern, "n_params": first["n_params"],
+                        "seeds": {seed: {**run, "late_movement": round(late_movement(run["history"], steps), 4)}
+                                  for seed, run in runs.items()}}
+        losses = [run["val_loss"] for run in runs.values()]
+        log.info("%-26s val %.3f +- %.3f over %d seeds", name, np.mean(losses), np.std(losses), len(losses))
+
     args.results.mkdir(parents=True, exist_ok=True)
-    plot_curves({n: curve(r["history"], "step") for n, r in runs.items()}, args.results / f"{args.section}_loss.png",
-                f"{args.section} ({profile}): d_model {sizes.d_model}, {sizes.n_layers} layers", "optimizer step")
+    plot_seed_curves(models, args.results / f"{args.section}_loss.png",
+                     f"{args.section} ({profile}): d_model {sizes.d_model}, {sizes.n_layers} layers, "
+                     f"{len(cfg.seeds)} seeds")
     write_json(args.results / f"{args.section}.json", {
-        "profile": profile, "batch_size": cfg.batch_size, "steps": cfg.trainer.max_steps,
-        "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "models": runs,
+        "profile": profile, "steps": steps, "batch_size": cfg.batch_size, "seeds": cfg.seeds,
+        "late_fraction": LATE_FRACTION, "chance_loss": round(chance_loss(args.data, vocab, sizes.n_ctx), 4),
+        "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "vocab_size": vocab,
+        "models": models,
     })
 
 

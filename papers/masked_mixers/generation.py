@@ -1,5 +1,6 @@
 """Stage `generation`: greedy continuations of the same prompts by the trained mixer (the
-paper's fixed-window method, `generate_fixed_window`) and the trained transformer (KV cache).
+paper's fixed-window method, `generate_fixed_window`) and the trained transformer (KV cache), both
+from the `clm` stage's run of one seed.
 
 Prompts are the openings of the first validation stories (`prompt_tokens` tokens each). The
 samples, decoded, go to `generation.json` with the time each model took per token.
@@ -28,7 +29,7 @@ log = logging.getLogger("mm_generation")
 
 @dataclass
 class GenerationConfig:
-    seed: int = 0
+    seed: int = 0  # whose models: the clm stage's run of this seed
     mixer: str = "mixer_flat"
     transformer: str = "llama_h4"
     n_prompts: int = bounded(3, ge=1)
@@ -48,9 +49,8 @@ def main(argv: list[str] | None = None) -> None:
 
     models = {}
     for role, name in (("mixer", cfg.mixer), ("transformer", cfg.transformer)):
-        torch.manual_seed(cfg.seed)
         models[role] = load_weights(build_model(sizes.spec(name), sizes, len(tokenizer)),
-                                    run_dir_of(args.clm_dir, name, "time"))
+                                    run_dir_of(args.clm_dir, name, cfg.seed))
     start = time.perf_counter()
     mixer_ids = generate_fixed_window(models["mixer"], prompts, cfg.new_tokens)
     mixer_s = time.perf_counter() - start

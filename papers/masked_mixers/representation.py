@@ -14,25 +14,32 @@ embedding e = E[tokens]:
    reported as `decode_round_trip`);
 4. normalized Hamming metric: the fraction of non-padding positions whose reference token is not
    among the top-k decoded tokens of x (k = 1 and 5). 0 = the input is fully recovered, 1 = none.
+   `hamming_top5_earlier` leaves out the last position: with the last token's vector as target,
+   it measures what that vector holds about the other tokens (Figure 3b's inter-token claim).
 
-Stage `representation` runs this for an untrained and a trained mixer and transformer (the CLM
-stage's budget-run weights), for the full hidden layer and for the last token only.
+Stage `representation` runs this for untrained mixers and transformers at growing width and depth
+(the last size is the paper's Figure 3 size) and for the `clm` stage's trained models, every seed:
+the seed draws the untrained weights and the recovery's starting point. The last token alone
+(Figure 3b) is measured at the paper's size and for the trained models. Inputs are short (the
+first `n_tokens` tokens of each story), as the metric's cost grows with their length.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
 from common.config import bounded
 from common.data.tokenized import load_tokenized
-from common.errors import exit_on_user_error
+from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
+from common.parallel import run_jobs
 from common.stages import stage_args
-from papers.masked_mixers.models import build_model, hidden_states
+from papers.masked_mixers.models import ModelsConfig, build_model, hidden_states
 from papers.masked_mixers.shared import load_paper_stage, vocab_size
 from papers.masked_mixers.train import load_weights, run_dir_of
 
@@ -82,23 +89,44 @@ def representation_accuracy(model, tokens: torch.Tensor, mask: torch.Tensor, *, 
         target = body(e)[:, -1] if last_token_only else body(e)
     x = recover_input(body, target, tuple(e.shape), steps, lr_start, lr_end, seed, last_token_only)
     reference = decode_topk(e, embedding, 1)[..., 0]
+    positions = torch.arange(tokens.shape[1])
     top5 = decode_topk(x, embedding, 5)
     return {
         "hamming_top1": round(hamming_metric(reference, top5[..., :1], mask), 4),
         "hamming_top5": round(hamming_metric(reference, top5, mask), 4),
+        # Every position but the last: what the last token's vector says about the tokens before it.
+        "hamming_top5_earlier": round(hamming_metric(reference, top5, mask & (positions < mask.shape[1] - 1)), 4),
         "decode_round_trip": round(((reference == tokens) & mask).sum().item() / max(1, mask.sum().item()), 4),
     }
 
 
 @dataclass
 class RepresentationConfig:
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     models: list[str] = field(default_factory=lambda: ["mixer_flat", "llama_h4"])
+    untrained_sizes: list[tuple[int, int]] = field(default_factory=lambda: [(64, 4), (256, 8)])
     n_inputs: int = bounded(4, ge=1)
+    n_tokens: int = bounded(32, ge=2)
     steps: int = bounded(500, ge=1)
     lr_start: float = bounded(0.02, gt=0)
     lr_end: float = bounded(0.002, gt=0)
-    threads: int | None = bounded(None, ge=1)
+
+    def check(self) -> None:
+        if not self.untrained_sizes or any(d < 2 or n < 1 for d, n in self.untrained_sizes):
+            raise ConfigError("untrained_sizes: list [d_model, n_layers] pairs, d_model >= 2 and n_layers >= 1")
+
+
+def measure(name: str, seed: int, spec, sizes: ModelsConfig, vocab: int, weights: Path | None, tokens: torch.Tensor,
+            mask: torch.Tensor, targets: tuple[str, ...], cfg: RepresentationConfig) -> dict:
+    """One model (untrained from `seed`, or the weights of `weights`), each target: its metrics."""
+    torch.manual_seed(seed)
+    model = build_model(spec, sizes, vocab)
+    if weights is not None:
+        load_weights(model, weights)
+    return {target: representation_accuracy(model, tokens, mask, steps=cfg.steps, lr_start=cfg.lr_start,
+                                            lr_end=cfg.lr_end, seed=seed, last_token_only=target == "last_token")
+            for target in targets}
 
 
 @exit_on_user_error
@@ -106,27 +134,36 @@ def main(argv: list[str] | None = None) -> None:
     args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "out")
     cfg, sizes, profile = load_paper_stage(args.params, "representation", RepresentationConfig)
     vocab = vocab_size(args.tokenizer)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    # The first validation stories, cut to the window: padding positions do not count.
+    if cfg.n_tokens > sizes.n_ctx:
+        raise ConfigError(f"representation.n_tokens: {cfg.n_tokens} exceeds the models' window n_ctx={sizes.n_ctx}")
+    # The first validation stories, cut to n_tokens: padding positions do not count.
     rows = load_tokenized(args.data)["validation"].select(range(cfg.n_inputs))
-    tokens = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : sizes.n_ctx]
-    mask = torch.tensor(rows["attention_mask"], dtype=torch.bool)[:, : sizes.n_ctx]
+    tokens = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : cfg.n_tokens]
+    mask = torch.tensor(rows["attention_mask"], dtype=torch.bool)[:, : cfg.n_tokens]
 
-    results = {}
+    # Untrained at every size (the last the paper's), trained at the clm stage's; the last token
+    # alone (Figure 3b) at the paper's size and for the trained models.
+    jobs, keys = [], []
     for name in cfg.models:
-        for state in ("untrained", "trained"):
-            torch.manual_seed(cfg.seed)
-            model = build_model(sizes.spec(name), sizes, vocab)
-            if state == "trained":
-                load_weights(model, run_dir_of(args.clm_dir, name, "time"))
-            for target in ("full", "last_token"):
-                row = representation_accuracy(model, tokens, mask, steps=cfg.steps, lr_start=cfg.lr_start,
-                                              lr_end=cfg.lr_end, seed=cfg.seed, last_token_only=target == "last_token")
-                results[f"{name}/{state}/{target}"] = row
-                log.info("%-30s %s", f"{name}/{state}/{target}", row)
-    write_json(args.out, {"profile": profile, "n_inputs": cfg.n_inputs, "steps": cfg.steps,
-                          "lr": [cfg.lr_start, cfg.lr_end], "n_ctx": sizes.n_ctx, "results": results})
+        for i, (d_model, n_layers) in enumerate(cfg.untrained_sizes):
+            sized = replace(sizes, d_model=d_model, n_layers=n_layers)
+            targets = ("full", "last_token") if i == len(cfg.untrained_sizes) - 1 else ("full",)
+            for seed in cfg.seeds:
+                keys.append((f"untrained/d{d_model}_l{n_layers}", name, seed))
+                jobs.append(dict(name=name, seed=seed, spec=sizes.spec(name), sizes=sized, vocab=vocab, weights=None,
+                                 tokens=tokens, mask=mask, targets=targets, cfg=cfg))
+        for seed in cfg.seeds:
+            keys.append((f"trained/d{sizes.d_model}_l{sizes.n_layers}", name, seed))
+            jobs.append(dict(name=name, seed=seed, spec=sizes.spec(name), sizes=sizes, vocab=vocab,
+                             weights=run_dir_of(args.clm_dir, name, seed), tokens=tokens, mask=mask,
+                             targets=("full", "last_token"), cfg=cfg))
+    results: dict = {}
+    for (state, name, seed), row in zip(keys, run_jobs(measure, jobs, cfg.workers)):
+        results.setdefault(state, {}).setdefault(name, {})[str(seed)] = row
+        log.info("%-22s %-12s seed %d %s", state, name, seed, row)
+    write_json(args.out, {"profile": profile, "seeds": cfg.seeds, "n_inputs": cfg.n_inputs, "n_tokens": cfg.n_tokens,
+                          "steps": cfg.steps, "lr": [cfg.lr_start, cfg.lr_end],
+                          "paper_size": "d{}_l{}".format(*cfg.untrained_sizes[-1]), "results": results})
 
 
 if __name__ == "__main__":

@@ -230,7 +230,7 @@ class SourceSpec:
 
 @dataclass
 class RetrievalConfig:
-    seed: int = 0
+    seed: int = 0  # the clm and autoencoder runs of this seed, and the retrieval model's
     n_train: int = bounded(2000, ge=2)
     n_test: int = bounded(200, ge=2)
     candidates: list[int] = field(default_factory=lambda: [32, 128])
@@ -278,9 +278,9 @@ def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path
     torch.manual_seed(seed)
     model = build_model(sizes.spec(spec.model), sizes, vocab)
     if spec.weights == "clm":
-        load_weights(model, run_dir_of(clm_dir, spec.model, "time"))
+        load_weights(model, run_dir_of(clm_dir, spec.model, seed))
     elif spec.weights == "autoencoder":
-        load_weights(model, ae_dir / spec.model)
+        load_weights(model, run_dir_of(ae_dir, spec.model, seed))
     return model
 
 

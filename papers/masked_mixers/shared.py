@@ -39,25 +39,24 @@ def resolve_device(device: str, key: str) -> str:
     return device
 
 
-def plot_curves(curves: dict[str, list[tuple[float, float]]], path: Path, title: str, xlabel: str,
-                ylabel: str = "training cross-entropy (nats/token)") -> None:
-    """One line per named curve of (x, y) points."""
+def plot_seed_curves(models: dict, path: Path, title: str) -> None:
+    """Validation loss against steps per model: the mean over seeds, the seeds' range shaded."""
     import matplotlib.pyplot as plt
+    import numpy as np
 
     from common.eval.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, points in curves.items():
-        if points:
-            xs, ys = zip(*points)
-            ax.plot(xs, ys, label=name, linewidth=1.2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    for name, model in models.items():
+        curves = [[(row["step"] + 1, row["val/loss"]) for row in run["history"] if "val/loss" in row]
+                  for run in model["seeds"].values()]
+        steps = [step for step, _ in curves[0]]
+        losses = np.array([[loss for _, loss in curve] for curve in curves])
+        line, = ax.plot(steps, losses.mean(axis=0), linewidth=1.2, label=name)
+        ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("validation cross-entropy (nats/token)")
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, path)
-
-
-def curve(history: list[dict], x: str, y: str = "train/loss") -> list[tuple[float, float]]:
-    return [(row[x], row[y]) for row in history if y in row]

@@ -1,10 +1,9 @@
 """Training one network on the tokenized stories through the shared Lightning stack, the way every
 language-modelling stage of this paper does it (CLM comparison, autoencoders, bidirectional LM).
 
-Rows are cut to the models' `n_ctx` (a masked mixer's conv has exactly `n_ctx` positions). A run
-stops at `trainer.max_steps` or, with `trainer.max_time_s`, when its wall-clock budget is spent;
-afterwards the validation loss is measured once more on the same batches for every model, so runs
-that stopped between validations are still compared on equal terms.
+Rows are cut to the models' `n_ctx` and must hold all of it (a masked mixer's conv has exactly
+`n_ctx` positions, each with its own weights). After training the validation loss is measured
+once more, on the same batches for every model.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: 
     time and losses. The trained weights are saved as `run_dir/model.pt` for the stages that reuse
     them. The network is built after seeding (`run_training`), so its initial weights depend only
     on `seed`, not on what ran before in the process."""
-    datamodule = TextDataModule(data_dir, batch_size=batch_size, seed=seed, n_ctx=n_ctx)
+    datamodule = TextDataModule(data_dir, batch_size=batch_size, seed=seed, n_ctx=n_ctx, full_window=True)
     run = run_training(lambda: CausalLMModule(build(), vocab_size=vocab_size, optim=optim, shift_labels=shift_labels),
                        datamodule, trainer_cfg, run_dir, seed=seed,
                        run_config={"optim": asdict(optim), "batch_size": batch_size, "n_ctx": n_ctx,
@@ -55,9 +54,9 @@ def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: 
     }
 
 
-def run_dir_of(root: Path, model: str, mode: str) -> Path:
-    """Where the `clm` stage trains `model` in `mode` (time or steps); later stages load its weights there."""
-    return root / model / mode
+def run_dir_of(root: Path, model: str, seed: int) -> Path:
+    """Where a comparison stage trains `model` with `seed`; later stages load its weights there."""
+    return root / model / f"seed{seed}"
 
 
 def load_weights(net: nn.Module, run_dir: Path) -> nn.Module:

@@ -1,0 +1,47 @@
+"""The Masked Mixers ledger rules on hand-built results: chance, the settling rule and "near"."""
+
+from __future__ import annotations
+
+import pytest
+
+from papers.masked_mixers.report import compare_losses, near_entry
+
+
+def _results(losses: dict[str, list[float]], late: dict[str, float], chance: float = 5.0) -> dict:
+    return {"profile": "tiny", "steps": 600, "chance_loss": chance,
+            "models": {name: {"seeds": {str(k): {"val_loss": v, "late_movement": late[name]}
+                                        for k, v in enumerate(values)}}
+                       for name, values in losses.items()}}
+
+
+def test_a_settled_gap_on_the_paper_side_is_reproduced():
+    res = _results({"mixer": [1.30, 1.31, 1.29], "llama": [1.10, 1.12, 1.09]}, {"mixer": 0.05, "llama": 0.04})
+    diff, verdict, _ = compare_losses(res, "mixer", "llama", +1, paper_effect=0.18)
+    assert diff == pytest.approx([0.20, 0.19, 0.20]) and verdict == "reproduced"
+
+
+def test_a_gap_smaller_than_what_the_last_fifth_still_moves_is_inconclusive():
+    res = _results({"mixer": [1.30, 1.31, 1.29], "llama": [1.10, 1.12, 1.09]}, {"mixer": 0.25, "llama": 0.04})
+    verdict, why = compare_losses(res, "mixer", "llama", +1, paper_effect=0.18)[1:]
+    assert verdict == "inconclusive" and why.startswith("still moving")
+
+
+def test_models_at_the_unigram_loss_are_inconclusive_never_not_reproduced():
+    res = _results({"mixer": [5.01, 5.02, 4.99], "llama": [4.0, 4.1, 4.05]}, {"mixer": 0.0, "llama": 0.0}, chance=5.0)
+    assert compare_losses(res, "mixer", "llama", -1, paper_effect=-0.1)[1] == "inconclusive"
+
+
+def test_the_opposite_side_is_not_reproduced():
+    res = _results({"mixer": [1.0, 1.01, 0.99], "gpt": [0.80, 0.82, 0.79]}, {"mixer": 0.01, "gpt": 0.01})
+    assert compare_losses(res, "mixer", "gpt", -1, paper_effect=-0.08)[1] == "not reproduced"
+
+
+@pytest.mark.parametrize(("values", "target", "verdict"), [
+    ([0.0, 0.01, 0.02], 0, "reproduced"),
+    ([0.5, 0.52, 0.49], 0, "not reproduced"),
+    ([0.97, 0.98, 0.99], 1, "reproduced"),
+    ([0.6, 0.95, 0.99], 1, "inconclusive"),
+])
+def test_near_an_end_of_the_hamming_range(values, target, verdict):
+    entry = near_entry("x", "claim", values, target, profile="tiny", where="Figure 3", metric="hamming", chance=0.99)
+    assert entry["verdict"] == verdict
