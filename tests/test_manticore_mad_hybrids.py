@@ -56,9 +56,14 @@ def test_three_component_hybrid_has_two_manticore_blocks_of_half_of_each_compone
     cfg = config(profile)
     (spec,) = cfg.hybrids.values()
     assert spec.components == ["striped_mh_hyena_moe", "gpt_neo", "mamba"]
-    assert cfg.n_blocks == 2 and list(cfg.components) == ["gpt_neo", "mamba"]  # what `programmed` reads
+    # The paper: one Manticore block against the components (Table 2 right), two for the existing
+    # hybrids' comparison and for the search that programs Figure 2 (right), no projectors.
+    assert cfg.n_blocks == 1 and spec.n_blocks == 2 and not cfg.projectors
+    assert cfg.programming.n_blocks == 2 and cfg.programming.search.arch_lr == 0.01
+    assert list(cfg.components) == ["gpt_neo", "mamba"]  # what `programmed` reads
     configs = {**component_configs(cfg, 32, 32), **baseline_configs(cfg, 32, 32)}
-    hybrid = build_hybrid({n: configs[n] for n in spec.components}, cfg.n_blocks, 32)
+    hybrid = build_hybrid({n: configs[n] for n in spec.components}, spec.n_blocks, 32, cfg.projectors)
+    assert hybrid.projector_parameters() == []
     for m, comp in enumerate(hybrid.components):
         depth = len(comp.blocks)
         assert [hybrid._slice(m, i) for i in range(2)] == [(0, depth // 2), (depth // 2, depth)]
@@ -70,7 +75,7 @@ def test_one_hot_alpha_of_the_three_component_hybrid_is_that_component(which):
     spec = next(iter(cfg.hybrids.values()))
     configs = {**component_configs(cfg, 32, 24), **baseline_configs(cfg, 32, 24)}
     torch.manual_seed(0)
-    hybrid = build_hybrid({n: configs[n] for n in spec.components}, cfg.n_blocks, 32).eval()
+    hybrid = build_hybrid({n: configs[n] for n in spec.components}, spec.n_blocks, 32, projectors=True).eval()
     one_hot = torch.zeros(2, 3)
     one_hot[:, which] = 1
     hybrid.set_alphas(one_hot)  # softmax mode, as searched: the others get weight ~1e-30

@@ -39,10 +39,15 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         assert {"search", "discretized"} <= set(row["hybrids"]["manticore_3"])
     programmed = json.loads((repo / RESULTS / "programmed.json").read_text())
     assert len(programmed["sweep"]) == 9, "a 3 x 3 grid over two blocks"
-    mean = [[sum(mad["tasks"][t]["manticore"]["alphas"][i][m] for t in mad["tasks"]) / len(mad["tasks"])
+    assert mad["n_blocks"] == 1 and mad["programming"]["n_blocks"] == 2 and not mad["projectors"]
+    for row in mad["tasks"].values():
+        assert len(row["manticore"]["alphas"]) == 1 and len(row["programming"]["alphas"]) == 2
+        assert row["manticore"]["best_loss"] <= row["manticore"]["loss"]
+    mean = [[sum(mad["tasks"][t]["programming"]["alphas"][i][m] for t in mad["tasks"]) / len(mad["tasks"])
              for m in range(2)] for i in range(2)]
     got = [a for block in programmed["programmed"]["alphas"] for a in block]
-    assert got == pytest.approx([a for block in mean for a in block], abs=1e-6), "the mean of MAD's searched alphas"
+    assert got == pytest.approx([a for block in mean for a in block], abs=1e-6), \
+        "the mean of MAD's programming-search alphas"
     assert set(programmed["summary"]["frankenmerges"]) == {"gpt_neo then mamba", "mamba then gpt_neo"}
     budget = json.loads((repo / RESULTS / "projector_budget.json").read_text())
     assert [r["steps"] for r in budget["budgets"]] == [0, 2]

@@ -13,9 +13,13 @@ from papers.manticore.programmed import ProgrammedConfig, corner, mad_alphas
 from papers.manticore.projector_budget import ProjectorBudgetConfig
 
 
-def write_mad(path, components, n_blocks):
-    row = {"manticore": {"alphas": [[0.25, 0.75]] * n_blocks, "trajectory": [[[0.5, 0.5]] * n_blocks]}}
-    path.write_text(json.dumps({"components": components, "n_blocks": n_blocks, "tasks": {"mad/a": row}}))
+def write_mad(path, components, n_blocks, programming=True):
+    """A mad_experiments result whose Table 2 search (one block) differs from its programming search."""
+    row = {"manticore": {"alphas": [[0.9, 0.1]], "trajectory": [[[0.5, 0.5]]]},
+           "programming": {"alphas": [[0.25, 0.75]] * n_blocks, "trajectory": [[[0.5, 0.5]] * n_blocks]}}
+    path.write_text(json.dumps({"components": components, "n_blocks": 1,
+                                "programming": {"n_blocks": n_blocks} if programming else None,
+                                "tasks": {"mad/a": row}}))
 
 
 def test_programming_reads_each_tasks_alphas(tmp_path):
@@ -28,6 +32,12 @@ def test_programming_reads_each_tasks_alphas(tmp_path):
 def test_programming_refuses_another_layout(tmp_path, components, n_blocks):
     write_mad(tmp_path / "mad.json", components, n_blocks)
     with pytest.raises(ConfigError, match="same components in the same order"):
+        mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
+
+
+def test_programming_needs_the_programming_search(tmp_path):
+    write_mad(tmp_path / "mad.json", ["gpt_neo", "mamba"], 2, programming=False)
+    with pytest.raises(ConfigError, match="set mad_experiments.programming"):
         mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
 
 

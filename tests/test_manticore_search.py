@@ -86,6 +86,65 @@ def test_exponentiated_gradient_keeps_rows_on_the_simplex_and_descends():
     torch.testing.assert_close(alphas[1], torch.tensor([0.2, 0.8]))
 
 
+def test_exponentiated_gradient_clips_the_exponent_and_floors_the_weights():
+    """One step by hand: the exponent -lr * grad is clipped to [-9, 9], weights below 1e-5 are
+    raised to it, then each row is renormalised."""
+    alphas = torch.nn.Parameter(torch.tensor([[0.5, 0.5], [1.0, 0.0]], dtype=torch.float64))
+    opt = ExponentiatedGradient([alphas], lr=1.0)
+    alphas.grad = torch.tensor([[-100.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    opt.step()
+    first = torch.tensor([0.5 * torch.e ** 9, 0.5], dtype=torch.float64)
+    second = torch.tensor([1.0, 1e-5], dtype=torch.float64)
+    torch.testing.assert_close(alphas[0], first / first.sum())
+    torch.testing.assert_close(alphas[1], second / second.sum())
+
+
+def test_a_component_at_alpha_zero_regains_weight_under_gaea():
+    """A weight at exactly 0 under a pure multiplicative step stays 0 for ever. With the floor, a
+    component whose gradient favours it climbs back: here past one half within 20 steps at the
+    official rate 0.1, from a loss that prefers component 1."""
+    alphas = torch.nn.Parameter(torch.tensor([[1.0, 0.0]]))
+    opt = ExponentiatedGradient([alphas], lr=0.1)
+    for _ in range(20):
+        opt.zero_grad()
+        loss = (alphas * torch.tensor([[10.0, 0.0]])).sum()  # component 0 costs 10, component 1 nothing
+        loss.backward()
+        opt.step()
+    assert alphas[0, 1] > 0.5
+
+
+def test_gaea_search_keeps_searching_a_component_set_to_zero():
+    """Through a whole search: a hybrid whose second component starts at alpha exactly 0 (both
+    blocks) still carries weight on it afterwards, so the search can move it (the unfloored step
+    left it at 0)."""
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V, alpha_mode="simplex"))
+    net.set_alphas(torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
+    module = ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0),
+                                   SearchConfig(arch_lr=1.0, update="simultaneous", arch_schedule="constant"))
+    fit(module, steps=4)
+    assert (net.alphas[:, 1] >= 1e-5 * 0.99).all(), net.alphas
+
+
+@pytest.mark.parametrize("update", ["alternating", "simultaneous"])
+def test_mixture_weight_rate_decays_linearly_per_batch(update):
+    """The rate the mixture weights step with at batch b is arch_lr * (1 - b / max_steps),
+    whichever optimizer stepped; the weights' schedule also advances once per batch."""
+    net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
+    module = ManticoreSearchModule(net, V, OptimConfig(lr=1e-2, warmup_steps=0, schedule="linear", min_lr_ratio=0.0),
+                                   SearchConfig(arch_lr=0.1, update=update))
+    rates = []
+
+    class Rates(L.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            rates.append((trainer.optimizers[1].param_groups[0]["lr"], trainer.optimizers[0].param_groups[0]["lr"]))
+
+    fit(module, steps=6, callbacks=[Rates()])
+    arch_steps = range(6) if update == "simultaneous" else range(1, 6, 2)
+    for b in arch_steps:
+        assert rates[b][0] == pytest.approx(0.1 * (1 - b / 6))
+    assert [w for _, w in rates] == pytest.approx([1e-2 * (1 - (b + 1) / 6) for b in range(6)])
+
+
 def test_rewind_restores_the_exact_pre_search_weights_and_keeps_the_alphas():
     net = Manticore(tiny_components(), ManticoreConfig(n_blocks=2, vocab_size=V))
     before = snapshot(net)

@@ -159,6 +159,7 @@ class LRAExperimentsConfig:
     # learned positions states its `n_ctx`, the longest sequence it can read.
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
+    projectors: bool = False  # the paper trains from-scratch hybrids without projectors
     pooling: Literal["last", "mean"] = "last"
     search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -284,7 +285,8 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
     def hybrid_module() -> L.LightningModule:
         hybrid = built["hybrid"] = Manticore([LanguageModel(lm) for lm in configs.values()],
                                              ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size(task),
-                                                             alpha_mode="fixed" if programmed else "softmax"))
+                                                             alpha_mode="fixed" if programmed else "softmax",
+                                                             use_projectors=cfg.projectors))
         if programmed:
             hybrid.set_alphas(alphas)
             return SequenceClassificationModule(HybridHidden(hybrid), hybrid.d_model, n_classes, cfg.pooling,
@@ -292,7 +294,7 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
         return SearchedClassificationModule(hybrid, n_classes, cfg.pooling, cfg.optim, cfg.search)
 
     hybrid_config = {**base, "model": "manticore", "components": {c: asdict(lm) for c, lm in configs.items()},
-                     "n_blocks": n_blocks}
+                     "n_blocks": n_blocks, "projectors": cfg.projectors}
     if programmed:
         alphas = programmed_alphas(n_blocks, len(names), excluded)
         hybrid_config["alphas"] = alphas.tolist()

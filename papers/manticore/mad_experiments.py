@@ -1,13 +1,15 @@
 """Stage `mad_experiments`: the paper's MAD tables from scratch: Table 2 (right) and Table 5, and
-Table 2 (left) with Table 6.
+Table 2 (left) with Table 6, and the MAD searches that program Figure 2 (right).
 
 Table 2 (right), Table 5. For every MAD task: a GPT-Neo-style transformer alone, a Mamba alone, and
-Manticore[GPT-Neo, Mamba] built from fresh copies of the same two (L Manticore blocks; each
-component's depth a multiple of L), trained as the paper's MAD pipeline does: everything at once,
-mixture weights with their own optimizer, simultaneous updates. Then (`retrain`) the searched
-alphas are discretized (argmax per block), the weights rewound to their initial values, and the
-discretized hybrid retrained; or the searched alphas are frozen as they are and the rewound
-hybrid retrained.
+Manticore[GPT-Neo, Mamba] built from fresh copies of the same two (`n_blocks` Manticore blocks, one
+in the paper; each component's depth a multiple of it), trained as the paper's MAD pipeline does:
+everything at once, mixture weights with their own optimizer, simultaneous updates, no projectors
+(the paper's from-scratch hybrids have none). The paper reports each model's best test loss during
+training, its models overfitting: validation reads the test split, and `best_loss` is the lowest
+loss any validation (or the final scoring) saw. Then (`retrain`) the searched alphas are discretized
+(argmax per block), the weights rewound to their initial values, and the discretized hybrid
+retrained; or the searched alphas are frozen as they are and the rewound hybrid retrained.
 
 Table 2 (left), Table 6. Existing hybrids trained alone (`baselines`: e.g. the MAD paper's striped
 multi-head Hyena + MoE-MLP and Mambaformer, any `LanguageModel` pattern), against further
@@ -15,19 +17,25 @@ Manticore hybrids (`hybrids`) whose components are any of the `components` and `
 paper's: striped MH-Hyena + MoE, GPT-Neo and Mamba, two blocks each, two Manticore blocks),
 searched the same way and retrained; `compare` names the result that enters the comparison.
 
+Figure 2 (right). `programming`: a search of Manticore[components] with the paper's appendix E.3
+settings (its own block count and mixture-weight rate); `programmed` averages its alphas.
+
 Claims checked, with a relative test-loss tolerance `match_tolerance`: Manticore[GPT-Neo, Mamba]
-matches or beats the better component on most tasks; each further hybrid matches or beats the
-best existing hybrid (and each one of them) on how many tasks. Compression is not part of it (the
-official pipeline did not run it either).
+matches or beats the better component on most tasks (best losses); each further hybrid matches or
+beats the best existing hybrid (and each one of them) on how many tasks (final losses).
+Compression is not part of it (the official pipeline did not run it either).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+
+import lightning as L
 
 from common.config import bounded, from_dict
 from common.data.mad import MADSelection, MADTaskConfig, sequence_length
@@ -35,10 +43,10 @@ from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
 from common.stages import load_stage, stage_args
-from common.training.mad import train_module_on_mad, train_on_mad
+from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig
+from common.training.trainer import TrainerConfig, TrainingRun
 from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.search import (
     ManticoreSearchModule,
@@ -59,6 +67,7 @@ class HybridConfig:
     """A further Manticore hybrid: component names from `components` or `baselines`, in order."""
 
     components: list[str] = field(default_factory=list)
+    n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
     # After search, rewind and retrain: argmax alphas ("discretized") or the searched ones ("frozen").
     retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])
     compare: Literal["search", "discretized", "frozen"] = "discretized"  # the result compared with baselines
@@ -76,9 +85,22 @@ class HybridConfig:
 
 
 @dataclass
+class ProgrammingSearch:
+    """The MAD search whose alphas program Figure 2 (right): the paper's appendix E.3 runs it with
+    its own mixture-weight rate (0.01, simultaneous updates) and, as every from-scratch hybrid here,
+    no projectors. `n_blocks` must match the `programmed` stage's."""
+
+    n_blocks: int = bounded(2, ge=1)
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.01, update="simultaneous"))
+
+
+@dataclass
 class MADExperimentsConfig(MADSelection):
     seed: int = 0
-    n_blocks: int = bounded(2, ge=1)
+    n_blocks: int = bounded(1, ge=1)  # of Manticore[components]: the paper's Table 2 (right) uses one
+    # The paper trains from-scratch hybrids without projectors (its section 3.2); the official code
+    # maps only the Mamba path through one ungated linear layer.
+    projectors: bool = False
     # Components as LanguageModel configs without vocab_size / n_ctx (set by each task).
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])  # of Manticore[components]
@@ -86,6 +108,7 @@ class MADExperimentsConfig(MADSelection):
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     hybrids: dict[str, HybridConfig] = field(default_factory=dict)
     search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
+    programming: ProgrammingSearch | None = None
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
@@ -107,21 +130,25 @@ class MADExperimentsConfig(MADSelection):
                 depths[name] = len(from_dict(LMConfig, raw, where=f"{group}.{name}").layers)
         if self.hybrids and not self.baselines:
             raise ConfigError("hybrids: compared with existing hybrids, but baselines is empty")
-        runs = [*depths, "manticore", *(f"manticore_{mode}" for mode in self.retrain)]
+        runs = [*depths, "manticore", *(f"manticore_{mode}" for mode in self.retrain), "programming"]
         for name, hybrid in self.hybrids.items():
             for run in (name, *(f"{name}_{mode}" for mode in hybrid.retrain)):
                 if run in runs:
                     raise ConfigError(f"hybrids.{name}: its run {run!r} would share a run directory; "
                                       f"taken: {', '.join(runs)}")
                 runs.append(run)
-        for label, names in [("components", list(self.components)),
-                             *((f"hybrids.{h}.components", hy.components) for h, hy in self.hybrids.items())]:
+        layouts = [("components", "n_blocks", list(self.components), self.n_blocks),
+                   *((f"hybrids.{h}.components", f"hybrids.{h}.n_blocks", hy.components, hy.n_blocks)
+                     for h, hy in self.hybrids.items())]
+        if self.programming is not None:
+            layouts.append(("components", "programming.n_blocks", list(self.components), self.programming.n_blocks))
+        for label, blocks_key, names, n_blocks in layouts:
             for name in names:
                 if name not in depths:
                     raise ConfigError(f"{label}: {name!r} is neither a component nor a baseline; "
                                       f"known: {', '.join(depths)}")
-                if depths[name] % self.n_blocks:
-                    raise ConfigError(f"n_blocks: {self.n_blocks} must divide the depth of every hybrid component; "
+                if depths[name] % n_blocks:
+                    raise ConfigError(f"{blocks_key}: {n_blocks} must divide the depth of every hybrid component; "
                                       f"{name} has {depths[name]} blocks (in {label})")
 
 
@@ -146,32 +173,51 @@ def build_lm(lm: LMConfig, where: str) -> LanguageModel:
         raise ConfigError(f"{where}: {err}") from None
 
 
-def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int) -> Manticore:
+def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int, projectors: bool) -> Manticore:
     """Manticore over fresh copies of `configs` (in order), mixture weights uniform."""
     return Manticore([build_lm(c, f"mad_experiments: hybrid component {n}") for n, c in configs.items()],
-                     ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size))
+                     ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size, use_projectors=projectors))
 
 
-def search_and_retrain(configs: dict[str, LMConfig], retrain: list[str], task: MADTaskConfig,
-                       cfg: MADExperimentsConfig, run_root: Path, label: str) -> dict[str, dict]:
+def train_scored(build: Callable[[], L.LightningModule], task: MADTaskConfig, trainer: TrainerConfig,
+                 cfg: MADExperimentsConfig, run_dir: Path, run_config: dict) -> tuple[dict, TrainingRun]:
+    """Train, score on the test split, and add `best_loss`: the lowest test loss of any validation
+    (which reads the test split) or of the final scoring."""
+    scores, run = train_module_on_mad(build, task, trainer, run_dir, cfg.batch_size, cfg.seed, run_config)
+    seen = [row["val/loss"] for row in run.history if "val/loss" in row]
+    return {**scores, "best_loss": min([*seen, scores["loss"]])}, run
+
+
+def train_alone(lm: LMConfig, task: MADTaskConfig, cfg: MADExperimentsConfig, run_dir: Path) -> dict:
+    """One component or existing hybrid, trained alone."""
+    def build() -> CausalLMModule:
+        return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=cfg.optim,
+                              shift_labels=False)
+
+    scores, _ = train_scored(build, task, cfg.trainer, cfg, run_dir, {"lm": asdict(lm), "optim": asdict(cfg.optim)})
+    return scores
+
+
+def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: SearchConfig, retrain: list[str],
+                       task: MADTaskConfig, cfg: MADExperimentsConfig, run_root: Path, label: str
+                       ) -> dict[str, dict]:
     """Search a Manticore over `configs` (run dir `run_root/label`), then each retraining in
     `retrain` (run dir `run_root/label_<mode>`) from the search's initial weights. Returns the
     scores by "search" and mode; each with its alphas, the search's also with its alpha path."""
     start = {}
 
     def search_module() -> ManticoreSearchModule:
-        hybrid = build_hybrid(configs, cfg.n_blocks, task.vocab_size)
+        hybrid = build_hybrid(configs, n_blocks, task.vocab_size, cfg.projectors)
         start.update(snapshot(hybrid))  # every retraining starts from the search's initial weights
-        return ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, cfg.search, shift_labels=False)
+        return ManticoreSearchModule(hybrid, task.vocab_size, cfg.optim, search_cfg, shift_labels=False)
 
-    run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": cfg.n_blocks,
-                  "search": asdict(cfg.search), "optim": asdict(cfg.optim)}
+    run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": n_blocks,
+                  "projectors": cfg.projectors, "search": asdict(search_cfg), "optim": asdict(cfg.optim)}
     search_trainer = replace(cfg.trainer, gradient_clip_val=None)  # the search module clips itself
-    scores, search = train_module_on_mad(search_module, task, search_trainer, run_root / label, cfg.batch_size,
-                                         cfg.seed, run_config)
+    scores, search = train_scored(search_module, task, search_trainer, cfg, run_root / label, run_config)
     hybrid = search.module.net
     out = {"search": {**scores, "alphas": hybrid.mixture_weights(sample=False).detach().tolist(),
-                      "trajectory": alpha_trajectory(search.history, cfg.n_blocks, len(configs))}}
+                      "trajectory": alpha_trajectory(search.history, n_blocks, len(configs))}}
 
     for mode in retrain:
         def retrained(mode: str = mode) -> CausalLMModule:
@@ -183,8 +229,8 @@ def search_and_retrain(configs: dict[str, LMConfig], retrain: list[str], task: M
             rewind(net, start)
             return CausalLMModule(net, task.vocab_size, cfg.optim, shift_labels=False)
 
-        scores, run = train_module_on_mad(retrained, task, cfg.trainer, run_root / f"{label}_{mode}", cfg.batch_size,
-                                          cfg.seed, {**run_config, mode: True})
+        scores, run = train_scored(retrained, task, cfg.trainer, cfg, run_root / f"{label}_{mode}",
+                                   {**run_config, mode: True})
         out[mode] = {**scores, "alphas": run.module.net.mixture_weights(sample=False).detach().tolist()}
     return out
 
@@ -214,16 +260,20 @@ def main(argv: list[str] | None = None) -> None:
         n_ctx = sequence_length(task)
         configs = component_configs(cfg, task.vocab_size, n_ctx)
         baselines = baseline_configs(cfg, task.vocab_size, n_ctx)
-        trained = {name: train_on_mad(lm_cfg, task, cfg.trainer, run_root / name, cfg.optim, cfg.batch_size, cfg.seed)
+        trained = {name: train_alone(lm_cfg, task, cfg, run_root / name)
                    for name, lm_cfg in {**configs, **baselines}.items()}
         row = {name: trained[name] for name in configs}
 
-        hybrid = search_and_retrain(configs, cfg.retrain, task, cfg, run_root, "manticore")
+        hybrid = search_and_retrain(configs, cfg.n_blocks, cfg.search, cfg.retrain, task, cfg, run_root, "manticore")
         row["manticore"] = hybrid["search"]
         for mode in cfg.retrain:
             row[f"manticore_{mode}"] = hybrid[mode]
-        best_component = min(row[n]["loss"] for n in configs)
-        row["manticore_matches_best_component"] = matches(row["manticore"]["loss"], best_component, cfg.match_tolerance)
+        best_component = min(row[n]["best_loss"] for n in configs)
+        row["manticore_matches_best_component"] = matches(row["manticore"]["best_loss"], best_component,
+                                                          cfg.match_tolerance)
+        if cfg.programming is not None:
+            row["programming"] = search_and_retrain(configs, cfg.programming.n_blocks, cfg.programming.search, [],
+                                                    task, cfg, run_root, "programming")["search"]
 
         if baselines:
             row["baselines"] = {name: trained[name] for name in baselines}
@@ -231,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
             row["hybrids"] = {}
             for name, spec in cfg.hybrids.items():
                 parts = {n: ({**configs, **baselines})[n] for n in spec.components}
-                out = search_and_retrain(parts, spec.retrain, task, cfg, run_root, name)
+                out = search_and_retrain(parts, spec.n_blocks, cfg.search, spec.retrain, task, cfg, run_root, name)
                 loss = out[spec.compare]["loss"]
                 out["matches_best_baseline"] = matches(loss, best_baseline, cfg.match_tolerance)
                 out["matches"] = {b: matches(loss, r["loss"], cfg.match_tolerance) for b, r in row["baselines"].items()}
@@ -256,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
                 "compared": spec.compare, "matches_or_beats_best_baseline": best, "on_most_tasks": best > n / 2,
                 "matches_or_beats": {b: sum(r["matches"][b] for r in rows) for b in cfg.baselines}}
     write_json(args.out, {"profile": profile, "components": list(cfg.components), "n_blocks": cfg.n_blocks,
+                          "projectors": cfg.projectors,
+                          "programming": None if cfg.programming is None else asdict(cfg.programming),
                           "baselines": list(cfg.baselines),
                           "hybrids": {name: asdict(spec) for name, spec in cfg.hybrids.items()},
                           "summary": summary, "tasks": results})

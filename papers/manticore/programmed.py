@@ -3,9 +3,10 @@
 1. Projector pretraining, as in `nl_experiments`, for a Manticore[GPT-Neo, Mamba] with two blocks.
 2. The 2-D landscape: every fixed alpha of the grid (the weight of the second component in each
    block), all weights fine-tuned on the completions for `train_steps`.
-3. Programmed alphas: the mean of the alphas that `mad_experiments` searched on each MAD task with
-   a scaled-down, randomly initialised hybrid of the same two architectures and the same number of
-   blocks, frozen and fine-tuned like a grid point. No search runs on the completions.
+3. Programmed alphas: the mean of the alphas that `mad_experiments`' programming search found on
+   each MAD task with a scaled-down, randomly initialised hybrid of the same two architectures and
+   the same number of blocks (no projectors, mixture-weight rate 0.01: the paper's appendix E.3),
+   frozen and fine-tuned like a grid point. No search runs on the completions.
 
 Claim checked: the programmed hybrid beats both naive frankenmerges, the grid corners that take
 one block from each component (GPT-Neo then Mamba, and Mamba then GPT-Neo). Writes
@@ -46,14 +47,19 @@ class ProgrammedConfig(SweepConfig):
 
 
 def mad_alphas(path: Path, cfg: ProgrammedConfig) -> dict[str, dict]:
-    """Each MAD task's searched alphas and search path, checked against this hybrid's layout."""
+    """Each MAD task's programming-search alphas and path, checked against this hybrid's layout."""
     if not path.is_file():
         raise DataError(f"{path}: missing; run the mad_experiments stage first")
     mad = json.loads(path.read_text())
-    if mad["components"] != cfg.components or mad["n_blocks"] != cfg.n_blocks:
-        raise ConfigError(f"programmed: mad_experiments searched {mad['components']} with {mad['n_blocks']} blocks; "
-                          f"programming needs the same components in the same order and n_blocks {cfg.n_blocks}")
-    return {task: {"alphas": row["manticore"]["alphas"], "trajectory": row["manticore"]["trajectory"]}
+    if mad.get("programming") is None:
+        raise ConfigError("programmed: mad_experiments ran no programming search; "
+                          "set mad_experiments.programming and rerun it")
+    n_blocks = mad["programming"]["n_blocks"]
+    if mad["components"] != cfg.components or n_blocks != cfg.n_blocks:
+        raise ConfigError(f"programmed: mad_experiments' programming search used {mad['components']} with "
+                          f"{n_blocks} blocks; programming needs the same components in the same order "
+                          f"and n_blocks {cfg.n_blocks}")
+    return {task: {"alphas": row["programming"]["alphas"], "trajectory": row["programming"]["trajectory"]}
             for task, row in mad["tasks"].items()}
 
 

@@ -4,7 +4,11 @@
   embeddings) have the usual AdamW; the mixture weights have their own optimizer and learning rate:
   AdamW on the logits (`softmax`, and DASH's `gumbel`), or exponentiated gradient on the simplex
   (GAEA). Updates are `alternating` (weights on even batches, mixture weights on odd ones, the
-  official code's schedule) or `simultaneous` (both on every batch, from the same gradients).
+  official code's schedule) or `simultaneous` (both on every batch, from the same gradients). Both
+  learning rates follow their schedules per batch, whichever optimizer stepped: the mixture
+  weights' rate decays linearly to zero (the paper's appendix E) or stays constant.
+  DASH draws one Gumbel sample per forward pass; the official code draws several independent ones
+  within a pass, which looks like a bug there, so its DASH numbers are not expected here.
 - `snapshot` / `rewind`: keep the pre-search weights and restore them exactly, so that retraining
   starts from the same point as search did, with only the searched alphas carried over.
 - `freeze_alphas`: stop training the mixture weights (retraining, fixed-alpha sweeps).
@@ -26,11 +30,13 @@ from papers.manticore.hybrid import Manticore
 
 
 class ExponentiatedGradient(torch.optim.Optimizer):
-    """Mirror descent on the simplex (GAEA): a <- a * exp(-lr * grad), then each row renormalised.
-    The parameter must hold non-negative rows that sum to one; they stay on the simplex."""
+    """Mirror descent on the simplex (GAEA), stepped as the official code steps it:
+    a <- a * exp(clip(-lr * grad, -clip, clip)), floored at `floor`, then each row renormalised.
+    The floor lets a weight that reached zero regain weight (a pure multiplicative step keeps a zero
+    at zero for ever); the clip bounds what one step can do. Rows stay on the simplex."""
 
-    def __init__(self, params, lr: float = 0.1):
-        super().__init__(params, {"lr": lr})
+    def __init__(self, params, lr: float = 0.1, clip: float = 9.0, floor: float = 1e-5):
+        super().__init__(params, {"lr": lr, "clip": clip, "floor": floor})
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -39,7 +45,8 @@ class ExponentiatedGradient(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                p.mul_(torch.exp(-group["lr"] * p.grad))
+                p.mul_(torch.exp((-group["lr"] * p.grad).clamp(-group["clip"], group["clip"])))
+                p.clamp_(min=group["floor"])
                 p.div_(p.sum(dim=-1, keepdim=True))
         return loss
 
@@ -47,6 +54,7 @@ class ExponentiatedGradient(torch.optim.Optimizer):
 @dataclass
 class SearchConfig:
     arch_lr: float = bounded(0.05, gt=0)
+    arch_schedule: Literal["linear", "constant"] = "linear"  # linear: to zero at max_steps, as in the paper
     update: Literal["alternating", "simultaneous"] = "alternating"
     gradient_clip_val: float | None = bounded(1.0, gt=0)
 
@@ -74,11 +82,18 @@ class ManticoreSearchModule(CausalLMModule):
             arch_opt = torch.optim.AdamW(arch, lr=self.search.arch_lr, betas=(0.9, 0.999), weight_decay=0.0)
         return [weights, arch_opt], [scheduler]
 
+    def arch_lr_at(self, batch: int) -> float:
+        """The mixture weights' learning rate at training batch `batch` (counted from 0)."""
+        if self.search.arch_schedule == "constant":
+            return self.search.arch_lr
+        return self.search.arch_lr * max(0.0, 1.0 - batch / self.trainer.max_steps)
+
     def training_step(self, batch, batch_idx):
         weights_opt, arch_opt = self.optimizers()
+        step = self.trainer.global_step  # batches trained so far: one optimizer step per batch
         loss = super().training_step(batch, batch_idx)
-        update_weights = self.search.update == "simultaneous" or batch_idx % 2 == 0
-        update_arch = self.search.update == "simultaneous" or batch_idx % 2 == 1
+        update_weights = self.search.update == "simultaneous" or step % 2 == 0
+        update_arch = self.search.update == "simultaneous" or step % 2 == 1
         weights_opt.zero_grad()
         arch_opt.zero_grad()
         self.manual_backward(loss)
@@ -87,12 +102,17 @@ class ManticoreSearchModule(CausalLMModule):
                 self.clip_gradients(weights_opt, gradient_clip_val=self.search.gradient_clip_val,
                                     gradient_clip_algorithm="norm")
             weights_opt.step()
-            self.lr_schedulers().step()
         if update_arch:
+            for group in arch_opt.param_groups:
+                group["lr"] = self.arch_lr_at(step)
             # Lightning counts every optimizer step as a global step; one step per batch keeps
             # `max_steps` meaning batches in both modes, so the second step of a simultaneous
             # update goes to the wrapped optimizer directly.
             (arch_opt.optimizer if update_weights else arch_opt).step()
+        # Per batch, as the official code's schedule runs, so that alternating updates see the
+        # same learning rates at a given batch as simultaneous ones.
+        self.lr_schedulers().step()
+        self.log("train/arch_lr", arch_opt.param_groups[0]["lr"])
         # The softmax (or simplex) weights, not a Gumbel sample: the search trajectory.
         for i, row in enumerate(self.net.mixture_weights(sample=False).detach()):
             for m, value in enumerate(row):
