@@ -39,10 +39,16 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     assert summaries["source"] == "corpus" and summaries["empty_summaries"] == 0
     retrieval = json.loads((results / "retrieval.json").read_text())
     assert summaries["counts"] == {"train": retrieval["n_train"], "validation": retrieval["n_test"]}
+    assert retrieval["sources"]["mixer_trained_mean"]["pooling"] == "mean"
     for source in retrieval["sources"].values():
-        for c in retrieval["candidates"]:
-            assert 0 <= source[f"c{c}"]["test_top1"] <= 1
-    assert retrieval["infonce"]["texts_per_s"] > 0
+        assert list(source["seeds"]) == ["0", "1", "2"]
+        for run in source["seeds"].values():
+            for c in retrieval["candidates"]:
+                assert 0 <= run[f"c{c}"]["test_top1"] <= 1
+    assert all(run["texts_per_s"] > 0 for run in retrieval["infonce"]["seeds"].values())
+    generation = json.loads((results / "generation.json").read_text())
+    (stopped,) = [c for c in generation["checkpoints"].values() if "max_diff_vs_clm" in c]
+    assert stopped["steps_compared_with_clm"] and stopped["max_diff_vs_clm"] < 1e-4, "the clm run's weights again"
     memory = json.loads((results / "memory.json").read_text())
     assert memory["rows"] and not memory["failed"]
     readme = (repo / "papers/masked_mixers/README.md").read_text()

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from papers.masked_mixers.retrieval import (
     RetrievalMixer,
     RetrievalTraining,
+    embed_texts,
     infonce_loss,
     make_batch,
     sample_candidates,
@@ -107,3 +108,21 @@ def test_infonce_loss_matches_a_naive_loop():
         sims = [F.cosine_similarity(q[i], d[j], dim=0) / tau for j in range(5)]
         expected += -(sims[i] - torch.logsumexp(torch.stack(sims), 0))
     torch.testing.assert_close(infonce_loss(q, d, tau), expected / 5)
+
+
+def test_mean_pooling_averages_the_hidden_states_of_the_tokens_only():
+    """The positive control's embedding: the mean of the model's final hidden states over the
+    positions that are not padding, checked against a loop over each text's own tokens."""
+    from common.models.lm import LanguageModel, LMConfig
+    from papers.masked_mixers.models import hidden_states
+
+    torch.manual_seed(0)
+    model = LanguageModel(LMConfig(vocab_size=11, d_model=8, pattern="mixer", n_ctx=6))
+    pad = 0
+    ids = torch.tensor([[3, 4, 5, pad, pad, pad], [7, 8, 9, 10, 2, pad]])
+    got = embed_texts(model, ids, position=-2, pooling="mean", pad_id=pad)
+    with torch.no_grad():
+        states = hidden_states(model, model.embed(ids), final_norm=True)
+    for row, n in enumerate((3, 5)):
+        torch.testing.assert_close(got[row], states[row, :n].mean(0))
+    torch.testing.assert_close(embed_texts(model, ids, position=-2), states[:, -2])

@@ -27,13 +27,12 @@ retrieval stages read the `clm` and `autoencoders` ones.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from common.config import bounded
 from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.chance import unigram_loss
@@ -44,29 +43,11 @@ from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
 from papers.masked_mixers.shared import load_paper_stage, plot_seed_curves, vocab_size
-from papers.masked_mixers.train import run_dir_of, train_network
+from papers.masked_mixers.train import CompareConfig, run_dir_of, train_network
 
 log = logging.getLogger("mm_compare")
 SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None}
 LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves there
-
-
-@dataclass
-class CompareConfig:
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    workers: int | None = bounded(None, ge=1)  # processes; None: one per core
-    models: list[str] = field(default_factory=list)
-    batch_size: int = bounded(16, ge=1)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-
-    def check(self) -> None:
-        if len(self.models) < 2:
-            raise ConfigError("models: list at least a mixer and a transformer to compare")
-        if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
-            raise ConfigError("seeds: list at least one seed, each once")
-        if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
-            raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
 
 
 def check_kind(section: str, name: str, spec: ArchSpec) -> None:

@@ -1,28 +1,40 @@
-"""Stage `generation`: greedy continuations of the same prompts by the trained mixer (the
-paper's fixed-window method, `generate_fixed_window`) and the trained transformer (KV cache), both
-from the `clm` stage's run of one seed.
+"""Stage `generation`: greedy continuations of the same prompts by a mixer (the paper's fixed-window
+method, `generate_fixed_window`) and a transformer (KV cache) at the same validation loss, as the
+paper compares samples.
+
+The `clm` stage's runs of one seed end at different losses. The model that ends lower is trained
+again, exactly as `clm` trained it (same seed, data order, optimizer and schedule over the same
+`max_steps`), validated every `check_every` steps, and stopped at the first validation whose loss
+is at or below the other model's final loss: its weights are those its `clm` run had at that step.
+The stage checks that by comparing the validation losses of both runs at the steps both validated
+(`max_diff_vs_clm`). The other model's final `clm` weights are used as they are.
 
 Prompts are the openings of the first validation stories (`prompt_tokens` tokens each). The
-samples, decoded, go to `generation.json` with the time each model took per token.
+samples, decoded, go to `generation.json` with the losses, steps, and the time each model took per
+token.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
 
+import lightning as L
 import torch
 
 from common.config import bounded
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
-from common.errors import ConfigError, exit_on_user_error
+from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.stages import stage_args
 from papers.masked_mixers.models import build_model, generate_fixed_window
 from papers.masked_mixers.shared import load_paper_stage
-from papers.masked_mixers.train import load_weights, run_dir_of
+from papers.masked_mixers.train import CompareConfig, load_weights, run_dir_of, train_network
 
 log = logging.getLogger("mm_generation")
 
@@ -35,22 +47,74 @@ class GenerationConfig:
     n_prompts: int = bounded(3, ge=1)
     prompt_tokens: int = bounded(16, ge=1)
     new_tokens: int = bounded(48, ge=1)
+    check_every: int = bounded(10, ge=1)  # validation interval of the run stopped at equal loss
+
+
+class StopAtLoss(L.Callback):
+    """Stop training at the first validation whose loss is at or below `target`."""
+
+    def __init__(self, target: float):
+        self.target = target
+
+    def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        loss = trainer.callback_metrics.get("val/loss")
+        if not trainer.sanity_checking and loss is not None and float(loss) <= self.target:
+            trainer.should_stop = True
+
+
+def clm_run(results: Path, name: str, seed: int) -> dict:
+    """The `clm` stage's record of `name` at `seed`."""
+    if not results.is_file():
+        raise DataError(f"{results}: missing; run `dvc repro papers/masked_mixers/dvc.yaml:clm` first")
+    models = json.loads(results.read_text())["models"]
+    if name not in models or str(seed) not in models[name]["seeds"]:
+        seeds = next(iter(models.values()))["seeds"]
+        raise ConfigError(f"generation: the clm stage did not train {name} with seed {seed}; "
+                          f"it trained {', '.join(models)} with seeds {', '.join(seeds)}")
+    return models[name]["seeds"][str(seed)]
+
+
+def val_losses(history: list[dict]) -> dict[int, float]:
+    return {row["step"]: row["val/loss"] for row in history if "val/loss" in row}
 
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "out")
+    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "clm-results", "run-dir", "out")
     cfg, sizes, profile = load_paper_stage(args.params, "generation", GenerationConfig)
     if cfg.prompt_tokens + cfg.new_tokens > sizes.n_ctx:
         raise ConfigError(f"generation: prompt_tokens + new_tokens must fit the window n_ctx={sizes.n_ctx}")
+    clm = load_paper_stage(args.params, "clm", CompareConfig)[0]  # how the clm stage trained
+    if clm.trainer.val_every_n_steps % cfg.check_every:
+        raise ConfigError(f"generation.check_every: {cfg.check_every} must divide clm's validation interval "
+                          f"({clm.trainer.val_every_n_steps}), so that the two runs can be compared")
     tokenizer = load_tokenizer(args.tokenizer)
+    vocab = len(tokenizer)
     rows = load_tokenized(args.data)["validation"].select(range(cfg.n_prompts))
     prompts = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : cfg.prompt_tokens]
 
-    models = {}
-    for role, name in (("mixer", cfg.mixer), ("transformer", cfg.transformer)):
-        models[role] = load_weights(build_model(sizes.spec(name), sizes, len(tokenizer)),
-                                    run_dir_of(args.clm_dir, name, cfg.seed))
+    names = {"mixer": cfg.mixer, "transformer": cfg.transformer}
+    runs = {role: clm_run(args.clm_results, name, cfg.seed) for role, name in names.items()}
+    early = min(runs, key=lambda role: runs[role]["val_loss"])  # the one to stop at the other's final loss
+    late = "transformer" if early == "mixer" else "mixer"
+    target = runs[late]["val_loss"]
+    spec = sizes.spec(names[early])
+    stopped = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
+                            n_ctx=sizes.n_ctx, run_dir=run_dir_of(args.run_dir, names[early], cfg.seed),
+                            optim=clm.optim, trainer_cfg=replace(clm.trainer, val_every_n_steps=cfg.check_every),
+                            batch_size=clm.batch_size, seed=cfg.seed,
+                            run_config={"arch": asdict(spec), "sizes": asdict(sizes), "stop_at": target},
+                            callbacks=[StopAtLoss(target)])
+    ours, theirs = val_losses(stopped["history"]), val_losses(runs[early]["history"])
+    shared = sorted(set(ours) & set(theirs))
+    # None when it stopped before clm's first validation: nothing to compare.
+    max_diff = max((abs(ours[step] - theirs[step]) for step in shared), default=None)
+    log.info("%s stopped at step %d, validation loss %.4f (%s ends at %.4f); against clm at steps %s: max diff %s",
+             names[early], stopped["steps"], stopped["val_loss"], names[late], target, shared, max_diff)
+
+    models = {early: load_weights(build_model(spec, sizes, vocab), run_dir_of(args.run_dir, names[early], cfg.seed)),
+              late: load_weights(build_model(sizes.spec(names[late]), sizes, vocab),
+                                 run_dir_of(args.clm_dir, names[late], cfg.seed))}
     start = time.perf_counter()
     mixer_ids = generate_fixed_window(models["mixer"], prompts, cfg.new_tokens)
     mixer_s = time.perf_counter() - start
@@ -63,9 +127,13 @@ def main(argv: list[str] | None = None) -> None:
 
     samples = [{"prompt": tokenizer.decode(p), "mixer": text(m), "transformer": text(t)}
                for p, m, t in zip(prompts.tolist(), mixer_ids.tolist(), transformer_ids.tolist())]
+    checkpoints = {early: {"model": names[early], "step": stopped["steps"], "val_loss": stopped["val_loss"],
+                           "reached_target": stopped["val_loss"] <= target, "max_diff_vs_clm": max_diff,
+                           "steps_compared_with_clm": shared},
+                   late: {"model": names[late], "step": clm.trainer.max_steps, "val_loss": target}}
     write_json(args.out, {
-        "profile": profile, "mixer": cfg.mixer, "transformer": cfg.transformer, "decoding": "greedy",
-        "new_tokens": cfg.new_tokens,
+        "profile": profile, "seed": cfg.seed, "mixer": cfg.mixer, "transformer": cfg.transformer,
+        "decoding": "greedy", "new_tokens": cfg.new_tokens, "checkpoints": checkpoints,
         "ms_per_token": {"mixer_fixed_window": round(1000 * mixer_s / (cfg.new_tokens * cfg.n_prompts), 2),
                          "transformer_kv_cache": round(1000 * transformer_s / (cfg.new_tokens * cfg.n_prompts), 2)},
         "samples": samples,

@@ -4,18 +4,24 @@ InfoNCE baseline of "Masked Mixers II".
 1. Embeddings. Every story and every summary is right-padded to the window and run through a
    frozen model; its embedding is the hidden vector at one position: the second-to-last for
    masked mixers (the last output is never trained), the last for transformers (after the final
-   norm, as Hugging Face's last hidden state). Each source's `position` can be either.
-   The pairs are the summaries stage's (`summaries.py`): the first n_train stories of train and
-   n_test of validation, each with its summary as the query.
+   norm, as Hugging Face's last hidden state). Each source's `position` can be either. A source
+   with `pooling: mean` averages the hidden vectors over the text's tokens instead (padding
+   excluded): the positive control, features that do carry the match, through the same
+   retrieval model. The pairs are the summaries stage's (`summaries.py`): the first n_train
+   stories of train and n_test of validation, each with its summary as the query.
 2. Sampling (Algorithm 1). A training example is the query's embedding followed by c candidate
    story embeddings: c - 1 distinct stories other than the query's own, and the matching story
    at a uniformly drawn slot, whose index is the label. Negatives are drawn afresh every time.
 3. The retrieval model is a bidirectional (unmasked) mixer over the c + 1 positions, a linear
    score per candidate position, and cross-entropy over the c scores: the logits go straight
    into the loss (the v1 code's extra softmax before the cross-entropy is not reproduced).
-4. Reported per embedding source and c: train loss, test loss and top-1 accuracy on the test
-   pairs with freshly drawn candidates, and the throughput of embedding + training, in examples
-   per second and in embeddings per second (c + 1 per example, the blog's count).
+4. Reported per embedding source, c and seed (each seed embeds with the language models that seed
+   trained, and seeds the retrieval model and the candidate draws): train loss, test loss and
+   top-1 accuracy on the test pairs with freshly drawn candidates, and the throughput of
+   embedding + training, in examples per second and in embeddings per second (c + 1 per example,
+   the blog's count), and the top-1 of ranking the candidates by cosine similarity alone (no
+   retrieval model): whether the embeddings carry the match at all. Seeds run in parallel worker
+   processes, one torch thread each.
 5. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
    its story beats the other stories of the batch (temperature `tau`); its throughput in texts
    per second (two per pair) is compared with the embedding route's embeddings per second, and
@@ -41,6 +47,7 @@ from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel
+from common.parallel import run_jobs
 from common.stages import stage_args
 from common.training.optim import OptimConfig, build_optimizer
 from papers.masked_mixers.models import Autoencoder, build_model, hidden_states
@@ -52,22 +59,33 @@ log = logging.getLogger("mm_retrieval")
 
 # ---------------------------------------------------------------------------------- embeddings
 
-def embed_texts(model: nn.Module, ids: torch.Tensor, position: int, batch_size: int = 64) -> torch.Tensor:
-    """`[N, T]` token ids -> `[N, D]` hidden vectors at `position`, without gradients."""
+Pooling = Literal["position", "mean"]
+
+
+def embed_texts(model: nn.Module, ids: torch.Tensor, position: int, pooling: Pooling = "position",
+                pad_id: int | None = None, batch_size: int = 64) -> torch.Tensor:
+    """`[N, T]` token ids -> `[N, D]` embeddings (see `sequence_embedding`), without gradients."""
     model.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(ids), batch_size):
-            out.append(sequence_embedding(model, ids[start: start + batch_size], position))
+            out.append(sequence_embedding(model, ids[start: start + batch_size], position, pooling, pad_id))
     return torch.cat(out)
 
 
-def sequence_embedding(model: nn.Module, ids: torch.Tensor, position: int) -> torch.Tensor:
+def sequence_embedding(model: nn.Module, ids: torch.Tensor, position: int, pooling: Pooling = "position",
+                       pad_id: int | None = None) -> torch.Tensor:
+    """The hidden vector at `position`, or (`mean`) the mean over the positions whose id is not `pad_id`."""
     if isinstance(model, Autoencoder):
-        return hidden_states(model.encoder, model.encoder.embed(ids))[:, position]
-    if not isinstance(model, LanguageModel):
+        states = hidden_states(model.encoder, model.encoder.embed(ids))
+    elif isinstance(model, LanguageModel):
+        states = hidden_states(model, model.embed(ids), final_norm=True)
+    else:
         raise ConfigError(f"retrieval embeddings: {type(model).__name__} is not a language model or autoencoder")
-    return hidden_states(model, model.embed(ids), final_norm=True)[:, position]
+    if pooling == "position":
+        return states[:, position]
+    mask = (ids != pad_id).to(states.dtype)[..., None]
+    return (states * mask).sum(1) / mask.sum(1).clamp_min(1)
 
 
 # ------------------------------------------------------------------------------- Algorithm 1
@@ -190,7 +208,8 @@ def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
     return F.cross_entropy(sims, torch.arange(len(q)))
 
 
-def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: InfoNCEConfig, seed: int) -> dict:
+def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: InfoNCEConfig, seed: int,
+                  pooling: Pooling = "position", pad_id: int | None = None) -> dict:
     generator = torch.Generator().manual_seed(seed)
     model.train()
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
@@ -198,8 +217,8 @@ def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: I
     start = time.perf_counter()
     for _ in range(cfg.steps):
         indices = torch.randperm(len(query_ids), generator=generator)[: cfg.batch_size]
-        loss = infonce_loss(sequence_embedding(model, query_ids[indices], position),
-                            sequence_embedding(model, target_ids[indices], position), cfg.tau)
+        loss = infonce_loss(sequence_embedding(model, query_ids[indices], position, pooling, pad_id),
+                            sequence_embedding(model, target_ids[indices], position, pooling, pad_id), cfg.tau)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -226,11 +245,13 @@ class SourceSpec:
     model: str = "mixer_flat"
     weights: Literal["clm", "autoencoder", "untrained"] = "clm"
     position: int = -2
+    pooling: Pooling = "position"  # mean: over the text's tokens, `position` unused
 
 
 @dataclass
 class RetrievalConfig:
-    seed: int = 0  # the clm and autoencoder runs of this seed, and the retrieval model's
+    seeds: list[int] = field(default_factory=lambda: [0])  # the clm and autoencoder runs of each seed
+    workers: int = bounded(1, ge=1)
     n_train: int = bounded(2000, ge=2)
     n_test: int = bounded(200, ge=2)
     candidates: list[int] = field(default_factory=lambda: [32, 128])
@@ -243,6 +264,8 @@ class RetrievalConfig:
     def check(self) -> None:
         if not self.sources:
             raise ConfigError("sources: name at least one embedding source")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError("seeds: list at least one seed, each once")
         if self.infonce_source not in self.sources:
             raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; "
                               f"have {', '.join(self.sources)}")
@@ -284,58 +307,78 @@ def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path
     return model
 
 
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
-    cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
-    verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
-    tokenizer = load_tokenizer(args.tokenizer)
-    vocab = len(tokenizer)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    pairs = load_pairs(args.summaries, cfg)
-    train_q_ids, train_t_ids = tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)
-    test_q_ids, test_t_ids = tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)
-    n_texts = 2 * (len(train_q_ids) + len(test_q_ids))
-
-    results = {}
+def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, ids: dict[str, torch.Tensor],
+             clm_dir: Path, ae_dir: Path) -> dict:
+    """Every source's retrieval results and InfoNCE for one seed's language models."""
+    n_texts = sum(len(x) for x in ids.values())
+    sources = {}
     for name, spec in cfg.sources.items():
-        model = load_source(spec, sizes, vocab, args.clm_dir, args.ae_dir, cfg.seed)
+        model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
         start = time.perf_counter()
-        train_q, train_t, test_q, test_t = (embed_texts(model, ids, spec.position)
-                                            for ids in (train_q_ids, train_t_ids, test_q_ids, test_t_ids))
+        train_q, train_t, test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id)
+                                            for k in ("train_q", "train_t", "test_q", "test_t"))
         embed_seconds = time.perf_counter() - start
-        row = {"model": spec.model, "weights": spec.weights, "position": spec.position,
-               "embed_seconds": round(embed_seconds, 2), "texts_embedded": n_texts}
+        row = {"embed_seconds": round(embed_seconds, 2), "texts_embedded": n_texts}
+        # A parameter-free check that the embeddings carry the match at all: cosine ranking.
+        generator = torch.Generator().manual_seed(seed)
+        row[f"c{cfg.candidates[0]}_cosine_top1"] = round(
+            cosine_top1(test_q, test_t, cfg.candidates[0], cfg.n_test, generator), 4)
         for c in cfg.candidates:
-            result = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, cfg.seed)
+            result = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, seed)
             examples = cfg.training.steps * cfg.training.batch_size
             seconds = embed_seconds + result["train_seconds"]
             result["examples_per_s_with_embedding"] = round(examples / seconds, 1)
             # The blog's count: every embedding an example holds (the query and its c candidates).
             result["embeddings_per_s_with_embedding"] = round(examples * (c + 1) / seconds, 1)
             row[f"c{c}"] = result
-            log.info("%-22s c=%-4d %s", name, c, result)
-        results[name] = row
+            log.info("seed %d %-22s c=%-4d %s", seed, name, c, result)
+        sources[name] = row
 
     # InfoNCE on the same pairs, starting from the same language model as one embedding source.
     spec = cfg.sources[cfg.infonce_source]
-    model = load_source(spec, sizes, vocab, args.clm_dir, args.ae_dir, cfg.seed)
-    infonce = train_infonce(model, train_q_ids, train_t_ids, spec.position, cfg.infonce, cfg.seed)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    test_q, test_t = embed_texts(model, test_q_ids, spec.position), embed_texts(model, test_t_ids, spec.position)
+    model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
+    infonce = train_infonce(model, ids["train_q"], ids["train_t"], spec.position, cfg.infonce, seed, spec.pooling,
+                            pad_id)
+    generator = torch.Generator().manual_seed(seed)
+    test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id) for k in ("test_q", "test_t"))
     c = cfg.candidates[0]
     infonce[f"c{c}_cosine_top1"] = round(cosine_top1(test_q, test_t, c, cfg.n_test, generator), 4)
-    infonce["source"] = cfg.infonce_source
     # The blog counts InfoNCE samples as pairs (640/s); counting both texts of a pair, as here,
     # doubles InfoNCE's figure and halves every ratio below.
     for c in cfg.candidates:
-        ours = results[cfg.infonce_source][f"c{c}"]
+        ours = sources[cfg.infonce_source][f"c{c}"]
         infonce[f"speedup_c{c}"] = round(ours["embeddings_per_s_with_embedding"] / infonce["texts_per_s"], 1)
         infonce[f"speedup_training_only_c{c}"] = round(ours["train_embeddings_per_s"] / infonce["texts_per_s"], 1)
-    log.info("InfoNCE %s", infonce)
-    write_json(args.out, {"profile": profile, "n_train": len(train_q_ids), "n_test": len(test_q_ids),
-                          "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "sources": results, "infonce": infonce})
+    log.info("seed %d InfoNCE %s", seed, infonce)
+    return {"sources": sources, "infonce": infonce}
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    args = stage_args(argv, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
+    cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
+    verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
+    tokenizer = load_tokenizer(args.tokenizer)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    pairs = load_pairs(args.summaries, cfg)
+    ids = dict(zip(("train_q", "train_t"), tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)))
+    ids.update(zip(("test_q", "test_t"), tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)))
+    for spec in cfg.sources.values():  # every source's weights exist before any worker starts
+        for seed in cfg.seeds:
+            load_source(spec, sizes, len(tokenizer), args.clm_dir, args.ae_dir, seed)
+
+    jobs = [dict(seed=seed, cfg=cfg, sizes=sizes, vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, ids=ids,
+                 clm_dir=args.clm_dir, ae_dir=args.ae_dir) for seed in cfg.seeds]
+    per_seed = dict(zip(map(str, cfg.seeds), run_jobs(run_seed, jobs, cfg.workers)))
+    sources = {name: {"model": spec.model, "weights": spec.weights, "pooling": spec.pooling,
+                      "position": spec.position if spec.pooling == "position" else None,
+                      "seeds": {seed: out["sources"][name] for seed, out in per_seed.items()}}
+               for name, spec in cfg.sources.items()}
+    infonce = {"source": cfg.infonce_source, "seeds": {seed: out["infonce"] for seed, out in per_seed.items()}}
+    write_json(args.out, {"profile": profile, "n_train": len(ids["train_q"]), "n_test": len(ids["test_q"]),
+                          "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "seeds": cfg.seeds,
+                          "sources": sources, "infonce": infonce})
 
 
 if __name__ == "__main__":

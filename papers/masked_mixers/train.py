@@ -1,5 +1,6 @@
 """Training one network on the tokenized stories through the shared Lightning stack, the way every
-language-modelling stage of this paper does it (CLM comparison, autoencoders, bidirectional LM).
+language-modelling stage of this paper does it (CLM comparison, autoencoders, bidirectional LM),
+and the comparison stages' training settings (`CompareConfig`).
 
 Rows are cut to the models' `n_ctx` and must hold all of it (a masked mixer's conv has exactly
 `n_ctx` positions, each with its own weights). After training the validation loss is measured
@@ -9,14 +10,17 @@ once more, on the same batches for every model.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import lightning as L
 import torch
 from torch import nn
 
+from common.config import bounded
 from common.data.datamodule import TextDataModule
+from common.errors import ConfigError
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, run_training
@@ -25,18 +29,41 @@ log = logging.getLogger(__name__)
 WEIGHTS = "model.pt"
 
 
+@dataclass
+class CompareConfig:
+    """How a comparison stage (`compare.py`: clm, autoencoders, bidirectional) trains its models;
+    `generation` reads the clm section's to retrain a model exactly as clm did."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    workers: int | None = bounded(None, ge=1)  # processes; None: one per core
+    models: list[str] = field(default_factory=list)
+    batch_size: int = bounded(16, ge=1)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    def check(self) -> None:
+        if len(self.models) < 2:
+            raise ConfigError("models: list at least a mixer and a transformer to compare")
+        if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
+            raise ConfigError("seeds: list at least one seed, each once")
+        if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
+            raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
+
+
 def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,
                   optim: OptimConfig, trainer_cfg: TrainerConfig, batch_size: int, seed: int,
-                  shift_labels: bool = True, run_config: dict | None = None) -> dict:
+                  shift_labels: bool = True, run_config: dict | None = None,
+                  callbacks: Sequence[L.Callback] = ()) -> dict:
     """Train the network `build()` makes (it maps ids to logits) and return its history, step count,
     time and losses. The trained weights are saved as `run_dir/model.pt` for the stages that reuse
     them. The network is built after seeding (`run_training`), so its initial weights depend only
-    on `seed`, not on what ran before in the process."""
+    on `seed`, not on what ran before in the process. `callbacks` go to the Trainer (e.g. one that
+    stops the run early: the schedule still follows `trainer_cfg.max_steps`)."""
     datamodule = TextDataModule(data_dir, batch_size=batch_size, seed=seed, n_ctx=n_ctx, full_window=True)
     run = run_training(lambda: CausalLMModule(build(), vocab_size=vocab_size, optim=optim, shift_labels=shift_labels),
                        datamodule, trainer_cfg, run_dir, seed=seed,
                        run_config={"optim": asdict(optim), "batch_size": batch_size, "n_ctx": n_ctx,
-                                   "shift_labels": shift_labels, **(run_config or {})})
+                                   "shift_labels": shift_labels, **(run_config or {})}, callbacks=list(callbacks))
     net, metrics = run.module.net, run.metrics
     train_seconds = metrics.state_dict()["elapsed_s"]
     (val,) = run.trainer.validate(run.module, datamodule=datamodule, verbose=False)
