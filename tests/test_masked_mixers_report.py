@@ -1,10 +1,11 @@
-"""The Masked Mixers ledger rules on hand-built results: chance, the settling rule and "near"."""
+"""The Masked Mixers ledger rules on hand-built results: chance, the settling rule, "near", and the
+retrieval rows' positive control."""
 
 from __future__ import annotations
 
 import pytest
 
-from papers.masked_mixers.report import compare_losses, near_entry
+from papers.masked_mixers.report import compare_losses, near_entry, retrieval_claims
 
 
 def _results(losses: dict[str, list[float]], late: dict[str, float], chance: float = 5.0) -> dict:
@@ -45,3 +46,28 @@ def test_the_opposite_side_is_not_reproduced():
 def test_near_an_end_of_the_hamming_range(values, target, verdict):
     entry = near_entry("x", "claim", values, target, profile="tiny", where="Figure 3", metric="hamming", chance=0.99)
     assert entry["verdict"] == verdict
+
+
+def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32) -> dict:
+    sources = {name: {"seeds": {str(k): {f"c{c}": {"test_top1": v}, f"c{c}_cosine_top1": cosine}
+                                for k, v in enumerate(values)}}
+               for name, values in top1.items()}
+    infonce = {"seeds": {str(k): {f"speedup_c{c}": 150.0} for k in range(3)}}
+    return {"profile": "tiny", "candidates": [c], "sources": sources, "infonce": infonce}
+
+
+AT_CHANCE = [0.03, 0.035, 0.028]
+LEARNED = [0.30, 0.28, 0.33]
+
+
+@pytest.mark.parametrize(("control", "mixer", "verdict"), [
+    (AT_CHANCE, AT_CHANCE, "inconclusive"),        # the positive control fails: nothing can be decided
+    (LEARNED, AT_CHANCE, "needs paper scale"),     # the retrieval model works; these embeddings carry no match
+    (LEARNED, [0.20, 0.21, 0.19], "reproduced"),   # judged: the mixer above the transformer in every seed
+])
+def test_retrieval_verdicts_follow_the_positive_control(control, mixer, verdict):
+    ret = _retrieval({"mixer_trained": mixer, "transformer_trained": AT_CHANCE, "mixer_untrained": AT_CHANCE,
+                      "mixer_trained_mean": control})
+    entries = {e["id"]: e for e in retrieval_claims(ret)}
+    assert entries["sec4-mixer-beats-transformer-retrieval"]["verdict"] == verdict
+    assert entries["infonce-throughput"]["verdict"] == "reproduced"
