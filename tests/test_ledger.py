@@ -15,6 +15,7 @@ from common.eval.ledger import (
     judge_difference,
     judge_equivalence,
     paired_differences,
+    run_above_chance,
 )
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom (statistical tables)
@@ -104,3 +105,12 @@ def test_invalid_entries_are_refused(overrides, problem):
 def test_claim_ids_are_unique():
     with pytest.raises(ValueError, match="repeat"):
         check_ledger([claim_entry(**entry()), claim_entry(**entry())])
+
+
+@pytest.mark.parametrize(("accuracy", "trials", "chance"), [(0.586, 256, 1 / 32), (0.039, 256, 1 / 32),
+                                                            (0.0625, 256, 1 / 32), (0.6, 10, 0.5)])
+def test_one_run_above_chance_is_the_exact_binomial_tail(accuracy, trials, chance):
+    """Against the tail summed by hand: P(X >= k) for X ~ Binomial(trials, chance) below 1%."""
+    k = round(accuracy * trials)
+    tail = sum(math.comb(trials, j) * chance ** j * (1 - chance) ** (trials - j) for j in range(k, trials + 1))
+    assert run_above_chance(accuracy, trials, chance) == (tail < 0.01)

@@ -71,3 +71,38 @@ def test_retrieval_verdicts_follow_the_positive_control(control, mixer, verdict)
     entries = {e["id"]: e for e in retrieval_claims(ret)}
     assert entries["sec4-mixer-beats-transformer-retrieval"]["verdict"] == verdict
     assert entries["infonce-throughput"]["verdict"] == "reproduced"
+
+
+def test_a_control_that_learns_only_beyond_the_budget_makes_the_rows_need_paper_scale():
+    """The control fails at the stage's budget but the sizing curve finds one where it learns: the
+    rows become `needs paper scale`, saying where the compared sources stand at that budget."""
+    ret = _retrieval({"mixer_trained": AT_CHANCE, "transformer_trained": AT_CHANCE, "mixer_untrained": AT_CHANCE,
+                      "mixer_trained_mean": AT_CHANCE})
+
+    def curve(top1: list[float]) -> dict:
+        # keys in the order a JSON file with sorted keys gives them back
+        steps = ("1000", "10000", "3000")
+        return {s: {"test_top1": v, "queries_scored": 256} for s, v in sorted(zip(steps, top1))}
+
+    ret["sizing"] = {"seed": 0, "c": 32, "n_train": 10000,
+                     "curves": {"mixer_trained_mean": curve([0.03, 0.59, 0.10]),
+                                "mixer_trained": curve([0.02, 0.02, 0.035]),
+                                "transformer_trained": curve([0.04, 0.04, 0.035]),
+                                "mixer_untrained": curve([0.03, 0.03, 0.03])}}
+    entry = {e["id"]: e for e in retrieval_claims(ret)}["sec4-mixer-beats-transformer-retrieval"]
+    assert entry["verdict"] == "needs paper scale"
+    # the fewest steps where the control learns (3000, top-1 0.10 over 256 queries), not the first key
+    assert "after 3000 steps" in entry["why"] and "mixer_trained 0.035 (at chance)" in entry["why"]
+    ret["sizing"]["curves"]["mixer_trained_mean"] = curve([0.03, 0.04, 0.03])  # never learns: inconclusive
+    entry = {e["id"]: e for e in retrieval_claims(ret)}["sec4-mixer-beats-transformer-retrieval"]
+    assert entry["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize(("speedups", "verdict"), [([150.0, 120.0, 300.0], "reproduced"),
+                                                   ([60.0, 80.0, 90.0], "not reproduced"),
+                                                   ([65.0, 66.0, 189.0], "inconclusive")])
+def test_infonce_throughput_holds_only_when_every_seed_agrees(speedups, verdict):
+    ret = _retrieval({"mixer_trained": AT_CHANCE, "transformer_trained": AT_CHANCE, "mixer_untrained": AT_CHANCE,
+                      "mixer_trained_mean": AT_CHANCE})
+    ret["infonce"] = {"seeds": {str(k): {"speedup_c32": v} for k, v in enumerate(speedups)}}
+    assert {e["id"]: e for e in retrieval_claims(ret)}["infonce-throughput"]["verdict"] == verdict

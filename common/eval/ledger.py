@@ -68,6 +68,13 @@ def above_chance(values: Sequence[float], chance: float, higher_is_better: bool 
     return low > chance if higher_is_better else high < chance
 
 
+def run_above_chance(accuracy: float, trials: int, chance: float, alpha: float = 0.01) -> bool:
+    """One run's accuracy over `trials` independent trials measurably above `chance`: the exact
+    one-sided binomial test rejects chance at `alpha`. For single runs (a sizing curve), not for
+    claims, which need seeds."""
+    return stats.binomtest(round(accuracy * trials), trials, chance, alternative="greater").pvalue < alpha
+
+
 def _undecidable(differences: Sequence[float], above_chance_ok: bool,
                  control_ok: bool | None) -> tuple[Verdict, str] | None:
     """`inconclusive` and why, when the experiment cannot decide whatever the difference; else None."""

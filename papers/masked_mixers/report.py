@@ -24,6 +24,7 @@ from common.eval.ledger import (
     judge_difference,
     judge_equivalence,
     paired_differences,
+    run_above_chance,
     spread,
 )
 
@@ -230,6 +231,34 @@ def cosine_top1(ret: dict, name: str, c: int) -> list[float]:
     return [run[f"c{c}_cosine_top1"] for run in ret["sources"][name]["seeds"].values()]
 
 
+def sizing_verdict(ret: dict, a: str, b: str) -> dict | None:
+    """When the positive control fails at the stage's budget: the why and evidence of `needs paper
+    scale` if the sizing curve finds a budget where the control learns (one run, exact binomial
+    test at 1%), with where `a` and `b` stand at that budget; None if it finds none."""
+    sizing = ret.get("sizing")
+    if not sizing or not {"mixer_trained_mean", a, b} <= set(sizing["curves"]):
+        return None
+    chance, curves = 1 / sizing["c"], sizing["curves"]
+
+    def learned(name: str, steps: str) -> bool:
+        run = curves[name][steps]
+        return run_above_chance(run["test_top1"], run["queries_scored"], chance)
+
+    steps = next((s for s in sorted(curves["mixer_trained_mean"], key=int) if learned("mixer_trained_mean", s)), None)
+    if steps is None:
+        return None
+    curve = "; ".join(f"{name}: " + ", ".join(f"{curve[s]['test_top1']:.3f} at {s}" for s in sorted(curve, key=int))
+                      for name, curve in curves.items())
+    standing = ", ".join(f"{name} {curves[name][steps]['test_top1']:.3f} "
+                         f"({'above' if learned(name, steps) else 'at'} chance)" for name in (a, b))
+    return dict(why=f"the retrieval model learns the positive control only after {steps} steps on "
+                    f"{sizing['n_train']} pairs (one run), beyond this profile's budget for every source and "
+                    f"seed; at that budget {standing}",
+                evidence=f"sizing curve, seed {sizing['seed']}, c = {sizing['c']}, top-1 by steps (chance "
+                         f"{chance:.3f}, exact binomial test at 1% over {curves[a][steps]['queries_scored']} "
+                         f"queries): {curve}")
+
+
 def retrieval_claims(ret: dict) -> list[dict]:
     """Top-1 retrieval over seeds against chance (1/c), with the positive control: the trained
     mixer's mean-pooled states through the same retrieval model. Sources that all sit at chance
@@ -261,6 +290,9 @@ def retrieval_claims(ret: dict) -> list[dict]:
         learned = any(above_chance(v, chance) for v in arms.values())
         fields = dict(id=id, paper=PAPER, profile=p, claim=claim, where=where, metric=metric, chance=chance,
                       control=control_text)
+        if not learned and not control_ok and (sized := sizing_verdict(ret, a, b)) is not None:
+            entries.append(claim_entry(**fields, arms=arms, trained=False, verdict="needs paper scale", **sized))
+            continue
         if not learned and not control_ok:
             cosine = "; ".join(
                 f"{name} {statistics.fmean(cosine_top1(ret, name, c)):.3f}" for name in (a, b, "mixer_trained_mean"))
@@ -286,7 +318,14 @@ def retrieval_claims(ret: dict) -> list[dict]:
     runs = list(ret["infonce"]["seeds"].values())
     c_max = max(ret["candidates"])
     speedups = [run[f"speedup_c{c_max}"] for run in runs]
-    low = min(speedups)
+    above = [x >= 100 for x in speedups]
+    if all(above) or not any(above):
+        verdict = "reproduced" if all(above) else "not reproduced"
+        why = (f"{min(speedups) if all(above) else max(speedups)}x in the {'slowest' if all(above) else 'fastest'} "
+               f"of {len(speedups)} seeds, {'at least' if all(above) else 'below'} 100x (two orders of magnitude)")
+    else:  # timed inside parallel workers, where machine load moves throughput
+        verdict, why = "inconclusive", (f"the seeds disagree about 100x (two orders of magnitude): {speedups}; "
+                                        "throughput is timed in parallel worker processes and moves with load")
     entries.append(claim_entry(
         id="infonce-throughput", paper=PAPER, profile=p, trained=False,
         claim="Training a retrieval model on frozen embeddings processes far more samples per second than InfoNCE "
@@ -295,9 +334,7 @@ def retrieval_claims(ret: dict) -> list[dict]:
         paper_value=round(262144 / 640),
         metric=f"embeddings/s (extraction + training) over InfoNCE texts/s, c = {c_max}",
         arms={"speedup": speedups}, control="InfoNCE on the same pairs, from the same language model",
-        verdict="reproduced" if low >= 100 else "not reproduced",
-        why=f"{low}x in the slowest of {len(speedups)} seeds, {'at least' if low >= 100 else 'below'} 100x "
-            "(two orders of magnitude)"))
+        verdict=verdict, why=why))
     return entries
 
 
@@ -376,6 +413,13 @@ def retrieval(ret: dict) -> str:
         cosine = spread(cosine_top1(ret, name, cs[0]))
         cells.append(f"{cosine['mean']:.3f} ± {cosine['std']:.3f}")
         lines.append(f"| {name} | {src['model']} | {src['weights']} | {embedding} | " + " | ".join(cells) + " |")
+    if sizing := ret.get("sizing"):
+        lines += ["", f"Sizing curve (seed {sizing['seed']}, c = {sizing['c']}, {sizing['n_train']} training pairs), "
+                      "top-1 by training steps:", ""]
+        steps = sorted(next(iter(sizing["curves"].values())), key=int)
+        lines += ["| source | " + " | ".join(f"{s} steps" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+        for name, curve in sizing["curves"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{curve[s]['test_top1']:.3f}" for s in steps) + " |")
     runs = list(ret["infonce"]["seeds"].values())
     c = cs[0]
     cosine = spread([run[f"c{c}_cosine_top1"] for run in runs])

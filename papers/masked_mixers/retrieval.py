@@ -26,13 +26,16 @@ InfoNCE baseline of "Masked Mixers II".
    its story beats the other stories of the batch (temperature `tau`); its throughput in texts
    per second (two per pair) is compared with the embedding route's embeddings per second, and
    its top-1 accuracy is measured on the same candidate sets by cosine similarity.
+6. Sizing (`sizing`): at the first seed and c, the retrieval model trained for several step counts
+   on more pairs, for the positive control and the single-position sources: the budget at which
+   the control leaves chance, and where the others stand at that budget.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -249,6 +252,17 @@ class SourceSpec:
 
 
 @dataclass
+class RetrievalSizing:
+    """A learning curve of the retrieval model on more pairs, at the first seed and the first c:
+    how many steps the positive control needs to leave chance, and whether the single-position
+    sources leave it at that budget. One run per source and step count."""
+    n_train: int = bounded(10000, ge=2)
+    steps: list[int] = field(default_factory=lambda: [1000, 3000, 10000])
+    lr: float = bounded(1e-3, gt=0)  # the peak rate; the rest of `training` as the main runs'
+    sources: list[str] = field(default_factory=lambda: ["mixer_trained_mean", "mixer_trained", "transformer_trained"])
+
+
+@dataclass
 class RetrievalConfig:
     seeds: list[int] = field(default_factory=lambda: [0])  # the clm and autoencoder runs of each seed
     workers: int = bounded(1, ge=1)
@@ -259,6 +273,7 @@ class RetrievalConfig:
     training: RetrievalTraining = field(default_factory=RetrievalTraining)
     infonce: InfoNCEConfig = field(default_factory=InfoNCEConfig)
     infonce_source: str = "mixer_trained"
+    sizing: RetrievalSizing | None = None
     threads: int | None = bounded(None, ge=1)
 
     def check(self) -> None:
@@ -272,6 +287,16 @@ class RetrievalConfig:
         for c in self.candidates:
             if c < 2 or c > min(self.n_train, self.n_test):
                 raise ConfigError(f"candidates: {c} must be within 2..min(n_train, n_test)")
+        if self.sizing is not None:
+            unknown = [name for name in self.sizing.sources if name not in self.sources]
+            if unknown:
+                raise ConfigError(f"sizing.sources: {unknown[0]!r} is not a source; have {', '.join(self.sources)}")
+            if not self.sizing.steps or any(n < 1 for n in self.sizing.steps):
+                raise ConfigError(f"sizing.steps: list positive step counts, got {self.sizing.steps}")
+
+    def pairs_needed(self) -> int:
+        """Training pairs the stage reads: the main runs' and the sizing curve's."""
+        return max(self.n_train, self.sizing.n_train if self.sizing else 0)
 
 
 def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -288,12 +313,12 @@ def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> 
 def load_pairs(path: Path, cfg: RetrievalConfig) -> datasets.DatasetDict:
     """The summaries stage's (story, summary) pairs, with at least n_train and n_test per split."""
     pairs = datasets.load_from_disk(str(path))
-    for split, key in (("train", "n_train"), ("validation", "n_test")):
+    for split, key, needed in (("train", "n_train", cfg.pairs_needed()), ("validation", "n_test", cfg.n_test)):
         if split not in pairs or not {"text", "summary"} <= set(pairs[split].column_names):
             raise DataError(f"{path}: expected a {split} split with text and summary columns")
-        if len(pairs[split]) < getattr(cfg, key):
-            raise DataError(f"{path}: {split} has {len(pairs[split])} summaries, fewer than retrieval.{key} = "
-                            f"{getattr(cfg, key)}; raise summaries.{key} to at least that")
+        if len(pairs[split]) < needed:
+            raise DataError(f"{path}: {split} has {len(pairs[split])} summaries, fewer than the {needed} retrieval "
+                            f"reads (n_train, sizing.n_train, n_test); raise summaries.{key} to at least that")
     return pairs
 
 
@@ -353,6 +378,24 @@ def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, id
     return {"sources": sources, "infonce": infonce}
 
 
+def size_source(name: str, spec: SourceSpec, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int,
+                ids: dict[str, torch.Tensor], clm_dir: Path, ae_dir: Path) -> dict[str, dict]:
+    """One source's sizing curve: the retrieval model trained for each of `sizing.steps`."""
+    seed, c = cfg.seeds[0], cfg.candidates[0]
+    model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
+    train_q, train_t, test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id)
+                                        for k in ("sizing_q", "sizing_t", "test_q", "test_t"))
+    scored = min(len(test_q), cfg.training.eval_batches * cfg.training.batch_size)  # queries evaluated
+    curve = {}
+    for steps in cfg.sizing.steps:
+        training = replace(cfg.training, steps=steps, optim=replace(cfg.training.optim, lr=cfg.sizing.lr))
+        result = train_retrieval(train_q, train_t, test_q, test_t, c, training, seed)
+        curve[str(steps)] = {**{k: result[k] for k in ("train_loss", "test_loss", "test_top1", "train_seconds")},
+                             "queries_scored": scored}
+        log.info("sizing %-22s %6d steps: %s", name, steps, curve[str(steps)])
+    return curve
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = stage_args(argv, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
@@ -364,13 +407,24 @@ def main(argv: list[str] | None = None) -> None:
     pairs = load_pairs(args.summaries, cfg)
     ids = dict(zip(("train_q", "train_t"), tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)))
     ids.update(zip(("test_q", "test_t"), tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)))
+    if cfg.sizing is not None:
+        sizing_ids = tokenize_pairs(pairs["train"], tokenizer, cfg.sizing.n_train, sizes.n_ctx)
     for spec in cfg.sources.values():  # every source's weights exist before any worker starts
         for seed in cfg.seeds:
             load_source(spec, sizes, len(tokenizer), args.clm_dir, args.ae_dir, seed)
 
-    jobs = [dict(seed=seed, cfg=cfg, sizes=sizes, vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, ids=ids,
-                 clm_dir=args.clm_dir, ae_dir=args.ae_dir) for seed in cfg.seeds]
-    per_seed = dict(zip(map(str, cfg.seeds), run_jobs(run_seed, jobs, cfg.workers)))
+    inputs = dict(cfg=cfg, sizes=sizes, vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, clm_dir=args.clm_dir,
+                  ae_dir=args.ae_dir)
+    per_seed = dict(zip(map(str, cfg.seeds), run_jobs(run_seed, [dict(seed=seed, ids=ids, **inputs)
+                                                                 for seed in cfg.seeds], cfg.workers)))
+    sizing = None
+    if cfg.sizing is not None:
+        sizing_jobs = [dict(name=name, spec=cfg.sources[name], ids={**ids, "sizing_q": sizing_ids[0],
+                                                                    "sizing_t": sizing_ids[1]}, **inputs)
+                       for name in cfg.sizing.sources]
+        curves = run_jobs(size_source, sizing_jobs, cfg.workers)
+        sizing = {"seed": cfg.seeds[0], "c": cfg.candidates[0], "n_train": len(sizing_ids[0]),
+                  "n_test": len(ids["test_q"]), "curves": dict(zip(cfg.sizing.sources, curves))}
     sources = {name: {"model": spec.model, "weights": spec.weights, "pooling": spec.pooling,
                       "position": spec.position if spec.pooling == "position" else None,
                       "seeds": {seed: out["sources"][name] for seed, out in per_seed.items()}}
@@ -378,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
     infonce = {"source": cfg.infonce_source, "seeds": {seed: out["infonce"] for seed, out in per_seed.items()}}
     write_json(args.out, {"profile": profile, "n_train": len(ids["train_q"]), "n_test": len(ids["test_q"]),
                           "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "seeds": cfg.seeds,
-                          "sources": sources, "infonce": infonce})
+                          "sources": sources, "infonce": infonce, "sizing": sizing})
 
 
 if __name__ == "__main__":
