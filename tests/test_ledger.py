@@ -14,6 +14,7 @@ from common.eval.ledger import (
     interval,
     judge_difference,
     judge_equivalence,
+    judge_non_inferiority,
     paired_differences,
     run_above_chance,
 )
@@ -68,6 +69,15 @@ def test_a_claim_of_no_difference_is_judged_against_its_margin():
     assert judge_equivalence([0.69, 0.7, 0.68], margin=0.1)[0] == "not reproduced"  # "same efficiency", 0.69 apart
     assert judge_equivalence([0.05, 0.2, -0.1], margin=0.1)[0] == "inconclusive"
     assert judge_equivalence([0.01, -0.01, 0.0], margin=0.1, above_chance_ok=False)[0] == "inconclusive"
+
+
+def test_matches_or_beats_is_one_sided_against_its_margin():
+    # mean -0.005, sd 0.005: t(0.975, 2) = 4.303 gives the interval -0.005 +- 0.0124
+    assert judge_non_inferiority([-0.01, -0.005, 0.0], margin=0.02)[0] == "reproduced"
+    assert judge_non_inferiority([0.3, 0.2, 0.4], margin=0.02)[0] == "reproduced", "beating it is matching or better"
+    assert judge_non_inferiority([-0.01, -0.005, 0.0], margin=0.01)[0] == "inconclusive"  # low -0.0174
+    assert judge_non_inferiority([-0.3, -0.31, -0.29], margin=0.02)[0] == "not reproduced"
+    assert judge_non_inferiority([0.0, 0.0, 0.01], margin=0.02, above_chance_ok=False)[0] == "inconclusive"
 
 
 def entry(**overrides):

@@ -20,7 +20,8 @@ def repro(tmp_path_factory):
 
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
-    for stage in ("components", "completions", "nl_experiments", "mad_experiments", "lra_experiments", "programmed",
+    for stage in ("instruction_text", "components", "specialists", "completions", "nl_experiments",
+                  "mad_experiments", "lra_experiments", "programmed",
                   "projector_budget", "finetune_tasks", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
@@ -57,7 +58,25 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     for row in table1["tasks"].values():
         assert {"gpt_neo", "mamba", "manticore"} <= set(row)
         assert sum(row["alphas"][0]) == pytest.approx(1.0)
+    components = json.loads((repo / RESULTS / "components.json").read_text())
+    assert components["components"]["mamba_instructions"]["corpus"] == "instructions"
+    assert set(components["specialists"]["margins"]) == {"stories", "instructions"}
+    specialists = json.loads((repo / RESULTS / "specialists.json").read_text())
+    assert [(r["pair"], r["seed"]) for r in specialists["runs"]] == [
+        (pair, seed) for pair in ("specialists", "same_architecture") for seed in (0, 1, 2)]
+    main, control = specialists["runs"][0], specialists["runs"][3]
+    assert set(main["searched"]) == {"darts_alternating", "gaea_alternating"} and "ensemble" in main
+    assert set(main["alone_at_hybrid_compute"]) == {"gpt_neo", "mamba_instructions"}
+    assert all(r["steps"] > 2 for r in main["alone_at_hybrid_compute"].values()), "more steps than the hybrid's"
+    assert "ensemble" not in control and "alone_at_hybrid_compute" not in control
+    for point in main["sweep"]:
+        loss = point["loss"]
+        assert loss["mix"] == pytest.approx((loss["stories"] + loss["instructions"]) / 2)
+    claims = json.loads((repo / RESULTS / "claims.json").read_text())["claims"]
+    assert {c["id"] for c in claims} >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore"}
+    assert json.loads((repo / RESULTS / "metrics.json").read_text())
     readme = (repo / "papers/manticore/README.md").read_text()
+    assert "`fig3-hybrid-beats-components`" in readme
     assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
     assert f"{nl['ensemble']['val_loss']:.4f}" in readme
 

@@ -167,8 +167,9 @@ def test_hub_components_are_saved_with_their_own_tokenizers(two_tokenizers, tmp_
     params.write_text(yaml.safe_dump({"profile": "smoke", "components": {"base": {
         "source": "hub", "hub": {"gpt_neo": str(tmp_path / "hf_neo"), "mamba": str(tmp_path / "hf_mamba")}}}}))
     out = tmp_path / "components"
-    components.main(["--params", str(params), "--data", str(tmp_path / "unused"), "--tokenizer",
-                     str(tmp_path / "unused"), "--run-dir", str(tmp_path / "runs"), "--out", str(out),
+    components.main(["--params", str(params), "--data", str(tmp_path / "unused"), "--instructions",
+                     str(tmp_path / "unused"), "--tokenizer", str(tmp_path / "unused"),
+                     "--run-dir", str(tmp_path / "runs"), "--out", str(out),
                      "--metrics", str(tmp_path / "c.json")])
 
     models, tokenizer = components_for_hybrid(out, ["gpt_neo", "mamba"])

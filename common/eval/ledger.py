@@ -17,7 +17,9 @@ How a trained comparison is judged (`judge_difference`), in this order:
 
 A claim of no difference ("the same relative efficiency", "no gain") is judged against a margin
 (`judge_equivalence`): `reproduced` when the whole interval lies inside it, `not reproduced` when the
-whole interval lies outside it, `inconclusive` otherwise.
+whole interval lies outside it, `inconclusive` otherwise. A claim that one model "matches or beats"
+another is one-sided (`judge_non_inferiority`): `reproduced` when the interval of the advantage lies
+above minus the margin, `not reproduced` when it lies below it.
 
 `needs paper scale` is never computed: a stage states it, with why and the cheapest evidence it has.
 """
@@ -120,6 +122,20 @@ def judge_equivalence(differences: Sequence[float], margin: float, *, above_chan
     if low > margin or high < -margin:
         return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] lies outside +-{margin:g}"
     return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] crosses the margin +-{margin:g}"
+
+
+def judge_non_inferiority(differences: Sequence[float], margin: float, *, above_chance_ok: bool = True,
+                          control_ok: bool | None = None) -> tuple[Verdict, str]:
+    """The verdict on a claim that ours "matches or beats" a reference: per-seed differences (ours'
+    advantage, positive when ours is better) no worse than -`margin`; with why."""
+    if (undecidable := _undecidable(differences, above_chance_ok, control_ok)) is not None:
+        return undecidable
+    low, high = interval(differences)
+    if low > -margin:
+        return "reproduced", f"the interval [{low:.4g}, {high:.4g}] lies above -{margin:.4g}"
+    if high < -margin:
+        return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] lies below -{margin:.4g}"
+    return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] crosses -{margin:.4g}"
 
 
 def claim_entry(*, id: str, paper: str, claim: str, where: str, metric: str, profile: str, verdict: str,

@@ -114,12 +114,16 @@ class Runner:
 
     def retrain(self, name: str, alphas: torch.Tensor, start: dict, completions: Path) -> float:
         """All weights fine-tuned from `start` with `alphas` frozen; the final validation loss."""
+        return val_loss(self.fixed_run(name, alphas, start, completions).history)
+
+    def fixed_run(self, name: str, alphas: torch.Tensor, start: dict, data: Path) -> TrainingRun:
+        """`retrain`'s run, trained network included."""
         def fixed() -> CausalLMModule:
             net = self.hybrid("fixed", start)
             net.set_alphas(alphas)
             return CausalLMModule(net, self.vocab_size, self.cfg.optim)
 
-        return val_loss(self.fit(name, fixed, completions, self.cfg.train_steps).history)
+        return self.fit(name, fixed, data, self.cfg.train_steps)
 
 
 def hybrid_inputs(args, cfg: FineTuneConfig, stage: str, fine_tuning_data: list[Path]):

@@ -1,11 +1,30 @@
-"""Stage `report`: the result tables of papers/manticore/README.md, generated from results/*.json
-(see `common.eval.report`). Verdicts are computed here from the numbers."""
+"""Stage `report`: the claims ledger of the Manticore paper (`results/claims.json`), its headline
+numbers for `dvc metrics` (`results/metrics.json`), and the result tables of
+papers/manticore/README.md, all from results/*.json (see `common.eval.report`).
+
+The ledger holds the claims tested on specialist components over seeds (`specialists`); every
+verdict there comes from the rules of `common.eval.ledger`, with the unigram loss of the held-out
+documents as the chance level and, on top of those rules, a settling rule: a ranking is
+`inconclusive` when a compared run's validation loss still fell, over the last fifth of its
+training, by as much as the gap judged. The other tables are single-seed runs whose readings are
+not yet ledger evidence.
+"""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from common.eval import report
+from common.eval.ledger import (
+    above_chance,
+    check_ledger,
+    claim_entry,
+    claims_table,
+    judge_difference,
+    judge_non_inferiority,
+    spread,
+)
 
 # Table 4 of the paper: validation loss on its PTB completions after search and retraining.
 PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash_alternating": 2.5899,
@@ -13,12 +32,22 @@ PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash
 
 
 def components(res: dict) -> str:
-    lines = ["| component | source | blocks | width | parameters | tokenizer size | final val loss |",
-             "|---|---|---|---|---|---|---|"]
+    corpora = sorted({c for comp in res["components"].values() for c in comp.get("heldout_loss", {})})
+    lines = ["| component | source | corpus | blocks | width | parameters | tokenizer size | final val loss | "
+             + " | ".join(f"held-out loss on {c}" for c in corpora) + " |",
+             "|---|---|---|---|---|---|---|---|" + "---|" * len(corpora)]
     for name, c in res["components"].items():
         loss = f"{c['final_val_loss']:.3f}" if "final_val_loss" in c else "-"
-        lines.append(f"| {name} | {c['source']} | {c.get('pattern', '-')} x {c.get('repeat', '-')} | "
-                     f"{c.get('d_model', '-')} | {c['params'] / 1e6:.2f}M | {c['tokens']:,} | {loss} |")
+        held = [f"{c['heldout_loss'][k]:.3f}" if "heldout_loss" in c else "-" for k in corpora]
+        lines.append(f"| {name} | {c['source']} | {c.get('corpus', '-')} | {c.get('pattern', '-')} x "
+                     f"{c.get('repeat', '-')} | {c.get('d_model', '-')} | {c['params'] / 1e6:.2f}M | {c['tokens']:,} | "
+                     f"{loss} | " + " | ".join(held) + " |")
+    if "specialists" in res:
+        sp = res["specialists"]
+        margins = ", ".join(f"{c} {m:.2f}" for c, m in sp["margins"].items())
+        check = "not checked" if sp["min_margin"] is None else f"required at least {sp['min_margin']}"
+        lines += ["", f"Specialist margins (nats; how much lower each corpus's own components score there than the "
+                      f"best other component, on {sp['eval_rows']} held-out blocks): {margins}; {check}."]
     return "\n".join(lines)
 
 
@@ -331,7 +360,263 @@ def lra_experiments(res: dict) -> str:
     return "\n".join(lines)
 
 
-TABLES = {"components": components, "general_text": general_text, "nl_experiments": nl_experiments,
+# ---------------------------------------------------------------------------------------------
+# The claims ledger: specialist components (Figure 3's setting: half the documents from a second genre)
+
+PAPER = "manticore"
+RESULTS = ("specialists", "components", "general_text", "nl_experiments", "mad_experiments", "programmed",
+           "projector_budget", "lra_experiments", "finetune_tasks")
+MATCH = 0.02  # "matches": within 2% of the reference's loss
+# Projector pretraining has flattened when its loss fell by less than this fraction over its last fifth.
+FLAT = 0.01
+# Table 8, Spanish + Alpaca (the paper's setting closest to ours: one genre, half the documents Alpaca)
+PAPER_TABLE8_ES = {"Pythia-410M": 1.819, "Mamba-370M": 1.704, "ensemble": 2.172, "Manticore": 1.664}
+
+
+def _runs(res: dict, pair: str) -> list[dict]:
+    return [r for r in res["runs"] if r["pair"] == pair]
+
+
+def _mix(run: dict) -> float:
+    return run["loss"]["mix"]
+
+
+def late_movement(curve: list[list[float]]) -> float:
+    """How much the validation loss fell over the last fifth of a run (0 if it rose); from the first
+    validation when none came earlier."""
+    final_step, final = curve[-1]
+    then = next((loss for step, loss in reversed(curve) if step <= 0.8 * final_step), curve[0][1])
+    return max(0.0, then - final)
+
+
+def sweep_parts(run: dict) -> tuple[dict[str, dict], list[dict]]:
+    """The sweep's corners (each component alone, by name) and its interior points."""
+    corners, interior = {}, []
+    for point in run["sweep"]:
+        one_hot = [m for m in range(2) if all(row[m] == 1.0 for row in point["alphas"])]
+        if one_hot:
+            corners[run["components"][one_hot[0]]] = point
+        else:
+            interior.append(point)
+    return corners, interior
+
+
+def pair_summary(run: dict) -> dict:
+    """One seed of one pair: the best component alone, the best hybrid of the sweep, the best
+    search, and the runs behind each (for the settling rule)."""
+    corners, interior = sweep_parts(run)
+    component = min(corners.values(), key=_mix)
+    hybrid = min(interior, key=_mix)
+    summary = {"component": component, "hybrid": hybrid, "sweep_best": min(run["sweep"], key=_mix),
+               "gain": _mix(component) - _mix(hybrid), "chance": run["chance"]["mix"]}
+    if run["searched"]:
+        summary["search_best"] = min(run["searched"].values(), key=_mix)
+    return summary
+
+
+def _settled(verdict: str, why: str, runs: list[dict], gap: float) -> tuple[str, str]:
+    moving = statistics.fmean(late_movement(r["curve"]) for r in runs)
+    if verdict in ("inconclusive", "needs paper scale") or moving < abs(gap):
+        return verdict, why
+    return "inconclusive", (f"still moving: over the last fifth of training the compared runs' validation loss fell "
+                            f"by {moving:.3f} on average, as much as the gap {abs(gap):.3f}")
+
+
+def unflattened_projectors(runs: list[dict]) -> str | None:
+    """Why the hybrids' starting point is not what the paper's method assumes, or None: every run's
+    projectors must have been pretrained until their loss flattened."""
+    moving = [(late_movement(r["projector_pretraining"]), r["projector_pretraining"][-1]) for r in runs]
+    worst_fall, (steps, loss) = max(moving, key=lambda m: m[0] / m[1][1])
+    if worst_fall <= FLAT * loss:
+        return None
+    return (f"projectors not pretrained to flattening: at step {steps:g} their loss still fell by {worst_fall:.3f} "
+            f"over the last fifth (more than {FLAT:.0%} of {loss:.3f})")
+
+
+def _learned(values: list[list[float]], chance: float) -> bool:
+    return all(above_chance(v, chance, higher_is_better=False) for v in values)
+
+
+def _gain(runs: list[dict]) -> dict:
+    return spread([pair_summary(r)["gain"] for r in runs])
+
+
+def specialist_claims(res: dict) -> list[dict]:
+    main = _runs(res, "specialists")
+    names = main[0]["components"]
+    seeds = [pair_summary(r) for r in main]
+    chance = seeds[0]["chance"]
+    common = {"paper": PAPER, "profile": res["profile"], "chance": chance}
+    controls = []
+    for pair, label in (("swapped", "genres swapped"), ("same_architecture", "same architecture")):
+        if _runs(res, pair):
+            g = _gain(_runs(res, pair))
+            controls.append(f"{label} ({' + '.join(_runs(res, pair)[0]['components'])}): gain {g['mean']:.3f} ± "
+                            f"{g['std']:.3f}")
+    alone = [min(r["alone_at_hybrid_compute"].values(), key=_mix) for r in main if "alone_at_hybrid_compute" in r]
+    if alone:
+        a = spread([_mix(x) for x in alone])
+        controls.append(f"the better component alone at the hybrid's compute ({alone[0]['steps']} steps): "
+                        f"{a['mean']:.3f} ± {a['std']:.3f}")
+    control = "; ".join(controls) or None
+    entries = []
+
+    # Figure 2 (left) / Figure 3: a region of the sweep beats both components.
+    component, hybrid = [_mix(s["component"]) for s in seeds], [_mix(s["hybrid"]) for s in seeds]
+    diff = [c - h for c, h in zip(component, hybrid)]
+    verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([component, hybrid], chance))
+    verdict, why = _settled(verdict, why, [s[k] for s in seeds for k in ("component", "hybrid")],
+                            statistics.fmean(diff))
+    entries.append(claim_entry(
+        id="fig3-hybrid-beats-components", claim="A region of the mixture-weight sweep improves over both "
+        "(fine-tuned) components on a mix of two genres", where="Figure 2 (left), Figure 3, Table 8",
+        metric=f"mean held-out loss of the two genres, best component alone - best interior sweep point "
+               f"(Manticore[{', '.join(names)}])",
+        paper_value=PAPER_TABLE8_ES, arms={"best component": component, "best hybrid of the sweep": hybrid},
+        difference=diff, control=control, verdict=verdict, why=why, **common))
+
+    sweep_best = [_mix(s["sweep_best"]) for s in seeds]
+    if main[0]["searched"]:
+        # Figure 3: at least two of the NAS algorithms beat both components.
+        methods = sorted({label.split("_")[0] for label in main[0]["searched"]})
+        per_method = {}
+        for method in methods:
+            labels = [label for label in main[0]["searched"] if label.startswith(method + "_")]
+            verdicts = {}
+            for label in labels:
+                searched = [_mix(r["searched"][label]) for r in main]
+                d = [c - x for c, x in zip(component, searched)]
+                v, _ = judge_difference(d, +1, above_chance_ok=_learned([searched], chance))
+                verdicts[label] = _settled(v, "", [r["searched"][label] for r in main], statistics.fmean(d))[0]
+            per_method[method] = verdicts
+        beat = ("reproduced", "direction reproduced")
+        wins = [m for m, v in per_method.items() if any(x in beat for x in v.values())]
+        losses = [m for m, v in per_method.items() if all(x == "not reproduced" for x in v.values())]
+        listed = "; ".join(f"{label}: {v}" for verdicts in per_method.values() for label, v in verdicts.items())
+        if len(wins) >= 2:
+            verdict = "reproduced"
+        elif len(methods) - len(losses) < 2:
+            verdict = "not reproduced"
+        else:
+            verdict = "inconclusive"
+        best_searched = [_mix(s["search_best"]) for s in seeds]
+        entries.append(claim_entry(
+            id="fig3-two-nas-beat-components", claim="At least two of the NAS algorithms (DARTS, DASH, GAEA) recover "
+            "a hybrid that outperforms its components", where="Figure 3",
+            metric="per search variant: best component alone - the searched and retrained hybrid (mean held-out loss)",
+            paper_value="5 of 6 settings", arms={"best component": component, "best search": best_searched},
+            control=control, verdict=verdict, why=f"{len(wins)} of {len(methods)} algorithms beat both ({listed})",
+            **common))
+
+        # Figure 3: some NAS algorithm matches or beats the sweep's best.
+        advantage = [b - x for b, x in zip(sweep_best, best_searched)]
+        margin = MATCH * statistics.fmean(sweep_best)
+        verdict, why = judge_non_inferiority(advantage, margin, above_chance_ok=_learned([sweep_best, best_searched],
+                                                                                         chance))
+        entries.append(claim_entry(
+            id="fig3-nas-matches-sweep", claim="At least one NAS algorithm outperforms or matches the best model "
+            "found during the sweep", where="Figure 3", metric=f"best sweep point - best search (mean held-out "
+            f"loss); a match is within {MATCH:.0%}", paper_value="5 of 6 settings",
+            arms={"sweep best": sweep_best, "best search": best_searched},
+            difference=advantage, control=control, verdict=verdict, why=why, **common))
+
+    # Table 8: the learned ensemble does worse than Manticore.
+    if all("ensemble" in r for r in main):
+        ensemble = [_mix(r["ensemble"]) for r in main]
+        diff = [e - b for e, b in zip(ensemble, sweep_best)]
+        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([ensemble, sweep_best], chance))
+        verdict, why = _settled(verdict, why, [r["ensemble"] for r in main] + [s["sweep_best"] for s in seeds],
+                                statistics.fmean(diff))
+        entries.append(claim_entry(
+            id="table8-ensemble-below-manticore", claim="The ensemble of the components underperforms Manticore",
+            where="Table 8, Section 4", metric="learned ensemble - best sweep point (mean held-out loss)",
+            paper_value={"ensemble": PAPER_TABLE8_ES["ensemble"], "Manticore": PAPER_TABLE8_ES["Manticore"]},
+            arms={"ensemble": ensemble, "Manticore (sweep best)": sweep_best}, difference=diff, control=control,
+            verdict=verdict, why=why, **common))
+
+    # Table 4: alternating DARTS updates help somewhat; DASH does not recover strong hybrids.
+    searched = main[0]["searched"]
+    if {"darts_alternating", "darts_simultaneous"} <= set(searched):
+        alt = [_mix(r["searched"]["darts_alternating"]) for r in main]
+        sim = [_mix(r["searched"]["darts_simultaneous"]) for r in main]
+        diff = [b - a for a, b in zip(alt, sim)]
+        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([alt, sim], chance))
+        verdict, why = _settled(verdict, why, [r["searched"][k] for r in main
+                                               for k in ("darts_alternating", "darts_simultaneous")],
+                                statistics.fmean(diff))
+        entries.append(claim_entry(
+            id="table4-alternating-helps", claim="Alternating DARTS updates are somewhat helpful compared with "
+            "simultaneous ones", where="Appendix A, Table 4", metric="DARTS simultaneous - alternating, retrained "
+            "(mean held-out loss)", paper_value={"alternating": 1.2854, "simultaneous": 1.3635},
+            arms={"alternating": alt, "simultaneous": sim}, difference=diff, control=control, verdict=verdict,
+            why=why, **common))
+    darts = [k for k in searched if k.startswith("darts_")]
+    dash = [k for k in searched if k.startswith("dash_")]
+    if darts and dash:
+        best_darts = [min(_mix(r["searched"][k]) for k in darts) for r in main]
+        best_dash = [min(_mix(r["searched"][k]) for k in dash) for r in main]
+        diff = [b - a for a, b in zip(best_darts, best_dash)]
+        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([best_darts, best_dash], chance))
+        entries.append(claim_entry(
+            id="table4-dash-below-darts", claim="DASH is unable to recover strong architectures in this search space "
+            "(worse than DARTS)", where="Appendix A, Table 4", metric="best DASH - best DARTS variant, retrained "
+            "(mean held-out loss)", paper_value={"DARTS": 1.2854, "DASH": 2.5899},
+            arms={"DARTS": best_darts, "DASH": best_dash}, difference=diff, control=control, verdict=verdict,
+            why=why, **common))
+    if (why := unflattened_projectors(main)) is not None:
+        for entry in entries:
+            if entry["verdict"] != "inconclusive":
+                entry["why"] = f"{why}; the rules alone would say {entry['verdict']}: {entry['why']}"
+                entry["verdict"] = "inconclusive"
+    return entries
+
+
+def build_ledger(results: dict[str, dict]) -> list[dict]:
+    entries = specialist_claims(results["specialists"])
+    check_ledger(entries)
+    return entries
+
+
+def _cell(values: list[float]) -> str:
+    s = spread(values)
+    return f"{s['mean']:.3f} ± {s['std']:.3f}"
+
+
+def specialists(res: dict) -> str:
+    """Per pair, mean ± sd over seeds of the mean held-out loss of the two genres, and per genre."""
+    lines = []
+    for pair in dict.fromkeys(r["pair"] for r in res["runs"]):
+        runs = _runs(res, pair)
+        names = runs[0]["components"]
+        chance = runs[0]["chance"]
+        lines += [f"**{pair}**: Manticore[{', '.join(names)}], seeds {[r['seed'] for r in runs]}; chance (unigram) "
+                  f"stories {chance['stories']:.2f}, instructions {chance['instructions']:.2f}. Alpha is the weight "
+                  f"of `{names[1]}`; the corners are each component alone, fine-tuned.", "",
+                  "| model | mix (mean of genres) | stories | instructions | fall over the last fifth |",
+                  "|---|---|---|---|---|"]
+        rows = [(f"sweep alpha {'/'.join(f'{row[1]:.2f}' for row in p['alphas'])}", [r["sweep"][k] for r in runs])
+                for k, p in enumerate(runs[0]["sweep"])]
+        rows += [(f"{label} (searched alpha {_cell([r['searched'][label]['alphas'][0][1] for r in runs])})",
+                  [r["searched"][label] for r in runs]) for label in runs[0]["searched"]]
+        if "ensemble" in runs[0]:
+            rows.append(("learned ensemble", [r["ensemble"] for r in runs]))
+        for name in runs[0].get("alone_at_hybrid_compute", {}):
+            steps = runs[0]["alone_at_hybrid_compute"][name]["steps"]
+            rows.append((f"{name} alone, {steps} steps (the hybrid's compute)",
+                         [r["alone_at_hybrid_compute"][name] for r in runs]))
+        for label, entries in rows:
+            lines.append(f"| {label} | " + " | ".join(_cell([e["loss"][k] for e in entries])
+                                                      for k in ("mix", "stories", "instructions"))
+                         + f" | {statistics.fmean(late_movement(e['curve']) for e in entries):.3f} |")
+        g = _gain(runs)
+        per_seed = ", ".join(f"{pair_summary(r)['gain']:.3f}" for r in runs)
+        lines += ["", f"Gain of the best interior sweep point over the better component: {g['mean']:.3f} ± "
+                      f"{g['std']:.3f} (per seed: {per_seed}).", ""]
+    return "\n".join(lines).rstrip()
+
+
+TABLES = {"claims": claims_table, "specialists": specialists, "components": components,
+          "general_text": general_text, "nl_experiments": nl_experiments,
           "mad_experiments": mad_experiments, "programmed": programmed, "projector_budget": projector_budget,
           "lra_experiments": lra_experiments, "finetune_tasks": finetune_tasks}
 
@@ -341,7 +626,7 @@ def render(readme: str, results_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    report.report_main("manticore", TABLES, argv)
+    report.ledger_report_main(PAPER, RESULTS, build_ledger, TABLES, argv)
 
 
 if __name__ == "__main__":

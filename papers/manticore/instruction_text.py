@@ -1,0 +1,65 @@
+"""Stage `instruction_text`: a second genre to pretrain a specialist component on.
+
+The paper's components differ in skill; two components pretrained on the same stories do not, so
+one of them is the best point of every landscape. At `tiny` one component of the specialist pair
+pretrains on the stories and the other on these generated Alpaca-style instructions
+(`papers.manticore.instructions`), tokenized with the story tokenizer and packed into
+`block_size` blocks as the stories are (`data/tokenized/packed`).
+
+Documents `start .. start + n_train + n_validation - 1` of the generator's `seed` (validation
+last): `start` keeps them apart from the instructions the fine-tuning stages draw (ids from 0).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+
+import datasets
+
+from common.config import bounded
+from common.data.manifest import write_manifest
+from common.data.tokenized import tokenize_packed
+from common.data.tokenizer import load_tokenizer, tokenizer_fingerprint
+from common.errors import DataError, exit_on_user_error
+from common.io import atomic_dir, write_json
+from common.stages import load_stage, stage_args
+from papers.manticore.instructions import generate_instructions
+
+log = logging.getLogger("instruction_text")
+
+
+@dataclass
+class InstructionTextConfig:
+    seed: int = 0
+    start: int = bounded(1_000_000, ge=0)
+    n_train: int = bounded(20_000, ge=1)
+    n_validation: int = bounded(1_000, ge=1)
+    block_size: int = bounded(256, ge=2)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    args = stage_args(argv, __doc__, "tokenizer", "out", "summary")
+    cfg, profile, _ = load_stage(args.params, "instruction_text", InstructionTextConfig)
+    tokenizer = load_tokenizer(args.tokenizer)
+    texts = generate_instructions(cfg.n_train + cfg.n_validation, cfg.seed, cfg.start)["text"]
+    splits = {"train": texts[:cfg.n_train], "validation": texts[cfg.n_train:]}
+    with atomic_dir(args.out) as tmp:
+        packed = datasets.DatasetDict({split: tokenize_packed(rows, tokenizer, cfg.block_size)
+                                       for split, rows in splits.items()})
+        for split, rows in packed.items():
+            if len(rows) == 0:
+                raise DataError(f"instruction_text: {len(splits[split])} {split} documents fill no block of "
+                                f"{cfg.block_size} tokens; raise n_{split}")
+        packed.save_to_disk(str(tmp))
+        write_manifest(tmp, stage="instruction_text", counts={s: len(r) for s, r in packed.items()}, seed=cfg.seed,
+                       params={"profile": profile, **asdict(cfg), "tokenizer": tokenizer_fingerprint(tokenizer)})
+    tokens = {split: len(rows) * cfg.block_size for split, rows in packed.items()}
+    write_json(args.summary, {"profile": profile, "documents": {s: len(r) for s, r in splits.items()},
+                              "block_size": cfg.block_size, "tokens": tokens})
+    log.info("wrote %s: %s tokens", args.out, tokens)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""Stage `specialists`: the paper's central claim (Figure 2 left, Tables 4 and 8) on components that
+differ in skill, over seeds, with controls.
+
+Two components pretrained on the same text do not differ in skill, so one of them is the best point
+of every landscape and no hybrid can beat both. Here each pair (`pairs`) joins components that the
+`components` stage pretrained on different genres (stories, generated instructions) and checked to
+be specialists:
+
+- `specialists`: GPT-Neo on stories, Mamba on instructions: the experiment;
+- `swapped`: the same architectures with the genres swapped;
+- `same_architecture`: two GPT-Neos, one per genre: what data complementarity alone gives.
+
+For each pair and seed (jobs in parallel worker processes):
+
+1. Data: `n_train` fine-tuning documents, `fraction_instructions` of them instructions and the
+   rest held-out stories (the story corpus's validation split), padded to `n_ctx` tokens, drawn and
+   ordered by the seed; a separate mix of `n_projector` documents (training stories, other
+   instructions) for projector pretraining; `n_validation` held-out documents per genre, the same
+   for every seed.
+2. Projectors and embeddings pretrained on the projector mix (components frozen, uniform alphas)
+   for `projector_steps`, the validation curve recorded to show where it flattens.
+3. The fixed-alpha sweep, then each method and update rule searched, rewound and retrained (as
+   `nl_experiments`), and the learned output ensemble, all fine-tuned on the mix for `train_steps`.
+4. With `alone`: each component alone fine-tuned on the mix for the hybrid's compute, `train_steps`
+   times (parameters of the hybrid / of the component), a control for "the hybrid had more compute".
+
+Every trained model is scored on each genre's held-out documents; `mix` is the mean of the genre
+losses (the fine-tuning mix is even at `tiny`). Writes `results/specialists.json`; the report
+stage turns it into verdicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import datasets
+
+from common.config import bounded
+from common.data.manifest import write_manifest
+from common.data.tokenized import load_tokenized, tokenize_padded
+from common.data.tokenizer import tokenizer_fingerprint
+from common.errors import ConfigError, DataError, exit_on_user_error
+from common.eval.chance import unigram_loss
+from common.eval.heldout import heldout_loss
+from common.io import atomic_dir, write_json
+from common.parallel import run_jobs
+from common.stages import load_stage, stage_args
+from common.training.modules import CausalLMModule
+from common.training.optim import OptimConfig
+from common.training.trainer import TrainerConfig
+from papers.manticore.alphas import sweep_grid
+from papers.manticore.ensemble import LearnedEnsemble
+from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
+from papers.manticore.instructions import generate_instructions, mix_genres
+from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory
+from papers.manticore.vocabulary import components_for_hybrid
+
+log = logging.getLogger("specialists")
+GENRES = ("stories", "instructions")
+# Generator ids of the instructions read here: apart from each other and from `instruction_text`'s.
+FINE_TUNING_IDS, PROJECTOR_IDS = 0, 500_000
+
+
+@dataclass
+class PairSpec:
+    components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba_instructions"])
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    updates: list[str] = field(default_factory=lambda: ["alternating", "simultaneous"])
+    ensemble: bool = True
+    alone: bool = False  # each component alone at the hybrid's compute
+
+
+@dataclass
+class SpecialistsConfig:
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    pairs: dict[str, PairSpec] = field(default_factory=dict)
+    n_blocks: int = bounded(1, ge=1)
+    n_train: int = bounded(1600, ge=1)
+    n_projector: int = bounded(1600, ge=1)
+    n_validation: int = bounded(200, ge=1)  # per genre
+    fraction_instructions: float = bounded(0.5, ge=0, le=1)
+    n_ctx: int = bounded(64, ge=8)
+    projector_steps: int = bounded(100, ge=0)
+    sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    search_steps: int = bounded(100, ge=1)
+    train_steps: int = bounded(100, ge=1)
+    batch_size: int = bounded(16, ge=1)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    arch_lr: dict[str, float] = field(default_factory=dict)  # per method, over search.arch_lr
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    workers: int | None = bounded(None, ge=1)  # None: one per core
+
+    def check(self) -> None:
+        if not self.pairs:
+            raise ConfigError("pairs: name at least one pair of components")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds: give distinct seeds, got {self.seeds}")
+        for name, pair in self.pairs.items():
+            if len(pair.components) != 2:
+                raise ConfigError(f"pairs.{name}.components: a pair joins exactly two, got {pair.components}")
+            for m in pair.methods:
+                if m not in METHODS:
+                    raise ConfigError(f"pairs.{name}.methods: {m!r} unknown; allowed: {', '.join(METHODS)}")
+            for u in pair.updates:
+                if u not in ("alternating", "simultaneous"):
+                    raise ConfigError(f"pairs.{name}.updates: {u!r} unknown; allowed: alternating, simultaneous")
+        for m, lr in self.arch_lr.items():
+            if m not in METHODS or lr <= 0:
+                raise ConfigError(f"arch_lr.{m}: must name a method ({', '.join(METHODS)}) with a positive rate, "
+                                  f"got {lr}")
+
+    def tuning(self, pair: PairSpec, seed: int) -> FineTuneConfig:
+        """The `Runner` settings of one pair and seed."""
+        return FineTuneConfig(seed=seed, n_blocks=self.n_blocks, components=pair.components,
+                              projector_steps=self.projector_steps, train_steps=self.train_steps,
+                              batch_size=self.batch_size, optim=self.optim, trainer=self.trainer)
+
+
+def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset()) -> list[str]:
+    """`n` distinct generated instructions from id `start` on, none of them in `exclude` (short
+    templated tasks repeat: "What comes after Monday?" is one document however often it is drawn)."""
+    docs, batch = [], 2 * n
+    while True:
+        docs = [d for d in dict.fromkeys(generate_instructions(batch, 0, start)["text"]) if d not in exclude]
+        if len(docs) >= n:
+            return docs[:n]
+        if batch >= 64 * n:
+            raise DataError(f"the instruction generator gives only {len(docs)} distinct documents in {batch}; "
+                            f"{n} are needed")
+        batch *= 2
+
+
+def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path) -> dict[str, list[str]]:
+    """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre."""
+    n_instr = round(cfg.n_train * cfg.fraction_instructions)
+    story_split = datasets.load_from_disk(str(stories))
+    held_out = list(dict.fromkeys(story_split["validation"]["text"]))
+    need = cfg.n_validation + cfg.n_train - n_instr
+    if len(held_out) < need:
+        raise DataError(f"n_validation + the stories of n_train = {need}, but the story corpus holds "
+                        f"{len(held_out)} distinct validation stories")
+    instructions = distinct_instructions(cfg.n_validation + n_instr, FINE_TUNING_IDS)
+    docs = {"validation_stories": held_out[:cfg.n_validation],
+            "validation_instructions": instructions[:cfg.n_validation],
+            "train": mix_genres(held_out[cfg.n_validation:need], instructions[cfg.n_validation:],
+                                cfg.fraction_instructions, cfg.n_train, seed)}
+    n_proj_instr = round(cfg.n_projector * cfg.fraction_instructions)
+    docs["projector"] = mix_genres(list(story_split["train"]["text"][:cfg.n_projector - n_proj_instr]),
+                                   distinct_instructions(n_proj_instr, PROJECTOR_IDS, exclude=set(instructions)),
+                                   cfg.fraction_instructions, cfg.n_projector, seed)
+    return docs
+
+
+def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path, out: Path) -> dict[str, Path]:
+    """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
+    documents) and `projector` (train: the projector mix, validation: the same held-out documents)."""
+    docs = genre_documents(cfg, seed, stories)
+    validation = docs["validation_stories"] + docs["validation_instructions"]
+    paths = {}
+    for name, train in (("finetune", docs["train"]), ("projector", docs["projector"])):
+        splits = {"train": train, "validation": validation,
+                  **{f"validation_{g}": docs[f"validation_{g}"] for g in GENRES}}
+        with atomic_dir(out / name) as tmp:
+            datasets.DatasetDict({s: tokenize_padded(datasets.Dataset.from_dict({"text": rows}), tokenizer, cfg.n_ctx)
+                                  for s, rows in splits.items()}).save_to_disk(str(tmp))
+            write_manifest(tmp, stage="specialists", seed=seed, counts={s: len(r) for s, r in splits.items()},
+                           params={"data": name, "n_ctx": cfg.n_ctx, "fraction": cfg.fraction_instructions,
+                                   "tokenizer": tokenizer_fingerprint(tokenizer)})
+        paths[name] = out / name
+    return paths
+
+
+def genre_losses(net, data: Path, cfg: SpecialistsConfig) -> dict[str, float]:
+    rows = load_tokenized(data, splits=tuple(f"validation_{g}" for g in GENRES))
+    losses = {g: heldout_loss(net, rows[f"validation_{g}"], cfg.batch_size) for g in GENRES}
+    return {**losses, "mix": sum(losses.values()) / len(losses)}
+
+
+def genre_chance(data: Path, vocab_size: int) -> dict[str, float]:
+    """Each genre's unigram loss (the fine-tuning mix's token frequencies, scored on the labels the
+    models are scored on: every non-padding token but a row's first), and their mean."""
+    rows = load_tokenized(data, splits=("train", *(f"validation_{g}" for g in GENRES)))
+
+    def tokens(split: str, first: int) -> list[list[int]]:
+        return [r["input_ids"][first:sum(r["attention_mask"])] for r in rows[split]]
+
+    chance = {g: unigram_loss(tokens("train", 0), tokens(f"validation_{g}", 1), vocab_size) for g in GENRES}
+    return {**chance, "mix": sum(chance.values()) / len(chance)}
+
+
+def curve(run) -> list[list[float]]:
+    """(step, validation loss on the held-out mix) over a run: how far it still moved at the end."""
+    return [[r["step"], r["val/loss"]] for r in run.history if "val/loss" in r]
+
+
+def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: Path, stories: Path,
+             run_root: Path) -> dict:
+    """Every run of one pair at one seed (one worker job)."""
+    pair = cfg.pairs[pair_name]
+    components, tokenizer = components_for_hybrid(components_dir, pair.components)
+    vocab_size = len(tokenizer)
+    run_dir = run_root / pair_name / f"seed{seed}"
+    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data")
+    runner = Runner(cfg.tuning(pair, seed), components, vocab_size, run_dir)
+    start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps)
+
+    def scored(run) -> dict:
+        return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run)}
+
+    sweep = [{"alphas": alphas.tolist(), **scored(runner.fixed_run(f"sweep_{k}", alphas, start, data["finetune"]))}
+             for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points))]
+    searched = {}
+    for method in pair.methods:
+        for update in pair.updates:
+            label = f"{method}_{update}"
+            search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
+
+            def search_module(mode: str = METHODS[method], search: SearchConfig = search) -> ManticoreSearchModule:
+                return ManticoreSearchModule(runner.hybrid(mode, start), vocab_size, cfg.optim, search)
+
+            run = runner.fit(f"search_{label}", search_module, data["finetune"], cfg.search_steps, manual=True)
+            alphas = run.module.net.mixture_weights(sample=False).detach()
+            searched[label] = {"alphas": alphas.tolist(),
+                               "trajectory": alpha_trajectory(run.history, cfg.n_blocks, 2),
+                               **scored(runner.fixed_run(f"retrain_{label}", alphas, start, data["finetune"]))}
+    result = {"pair": pair_name, "seed": seed, "components": pair.components,
+              "chance": genre_chance(data["finetune"], vocab_size),
+              "projector_pretraining": [[r["step"], r["val/loss"]] for r in projector_history],
+              "sweep": sweep, "searched": searched}
+    if pair.ensemble:
+        run = runner.fit("ensemble", lambda: CausalLMModule(LearnedEnsemble(copy.deepcopy(components)), vocab_size,
+                                                            cfg.optim), data["finetune"], cfg.train_steps)
+        result["ensemble"] = {"weights": run.module.net.weights.detach().softmax(0).tolist(), **scored(run)}
+    if pair.alone:
+        hybrid_params = sum(p.numel() for p in runner.hybrid("fixed", None).parameters())
+        result["alone_at_hybrid_compute"] = {}
+        for name, component in zip(pair.components, components):
+            steps = round(cfg.train_steps * hybrid_params / sum(p.numel() for p in component.parameters()))
+
+            def alone(component=component) -> CausalLMModule:
+                return CausalLMModule(copy.deepcopy(component), vocab_size, cfg.optim)
+
+            result["alone_at_hybrid_compute"][name] = {"steps": steps, **scored(runner.fit(f"alone_{name}", alone,
+                                                                                           data["finetune"], steps))}
+    log.info("%s seed %d: sweep %s", pair_name, seed, [round(point["loss"]["mix"], 4) for point in sweep])
+    return result
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    args = stage_args(argv, __doc__, "components", "stories", "run-dir", "out")
+    cfg, profile, _ = load_stage(args.params, "specialists", SpecialistsConfig)
+    jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
+             "run_root": args.run_dir} for name in cfg.pairs for seed in cfg.seeds]
+    runs = run_jobs(run_pair, jobs, cfg.workers)
+    write_json(args.out, {"profile": profile, "config": asdict(cfg), "runs": runs})
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The Manticore ledger's rules on specialist components, on made-up results whose verdict is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from papers.manticore.report import build_ledger, late_movement, specialist_claims, specialists
+
+CHANCE = {"stories": 6.0, "instructions": 6.0, "mix": 6.0}
+
+
+def point(mix: float, moving: float = 0.0, alphas=None) -> dict:
+    """A run scored `mix` on both genres whose validation loss fell by `moving` over its last fifth."""
+    return {"alphas": alphas, "loss": {"stories": mix, "instructions": mix, "mix": mix},
+            "curve": [[20, mix + 2], [80, mix + moving], [100, mix]]}
+
+
+def run(seed: int, sweep: list[float], searched: dict[str, float], ensemble: float, moving: float = 0.0,
+        projector_fall: float = 0.01, pair: str = "specialists") -> dict:
+    grid = [0.0, 0.25, 0.5, 0.75, 1.0]
+    return {"pair": pair, "seed": seed, "components": ["gpt_neo", "mamba_instructions"], "chance": CHANCE,
+            "projector_pretraining": [[100, 5.0], [400, 3.0 + projector_fall], [500, 3.0]],
+            "sweep": [point(loss, moving, [[1 - a, a]]) for a, loss in zip(grid, sweep)],
+            "searched": {label: {**point(loss, moving), "alphas": [[0.5, 0.5]]} for label, loss in searched.items()},
+            "ensemble": {**point(ensemble, moving), "weights": [0.5, 0.5]},
+            "alone_at_hybrid_compute": {"gpt_neo": {**point(sweep[0] - 0.01), "steps": 200}}}
+
+
+def results(sweeps, searched, ensemble, moving=0.0, projector_fall=0.01) -> dict:
+    runs = [run(seed, sweeps[seed], searched[seed], ensemble, moving, projector_fall) for seed in range(3)]
+    return {"profile": "tiny", "runs": runs}
+
+
+def by_id(entries: list[dict]) -> dict[str, dict]:
+    return {e["id"]: e for e in entries}
+
+
+SEARCH = ("darts_alternating", "darts_simultaneous", "dash_alternating", "gaea_alternating")
+
+
+def test_an_interior_optimum_beyond_the_seeds_spread_is_reproduced():
+    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
+    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    ledger = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8)))
+    assert ledger["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
+    assert ledger["fig3-hybrid-beats-components"]["difference"]["mean"] == pytest.approx(0.2033, abs=1e-3)
+    assert ledger["fig3-two-nas-beat-components"]["verdict"] == "reproduced", "DARTS and GAEA beat 1.49-1.52"
+    assert ledger["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
+    assert ledger["table8-ensemble-below-manticore"]["verdict"] == "reproduced"
+    assert ledger["table4-alternating-helps"]["verdict"] == "reproduced"
+    assert ledger["table4-dash-below-darts"]["verdict"] == "reproduced"
+
+
+def test_a_component_corner_at_the_optimum_is_not_reproduced():
+    sweeps = [[1.20, 1.40, 1.30, 1.45, 1.60], [1.21, 1.41, 1.31, 1.44, 1.61], [1.19, 1.42, 1.29, 1.46, 1.59]]
+    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    ledger = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8)))
+    assert ledger["fig3-hybrid-beats-components"]["verdict"] == "not reproduced"
+    assert ledger["fig3-two-nas-beat-components"]["verdict"] == "not reproduced"
+
+
+def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
+    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
+    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    moving = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, moving=0.5)))
+    assert moving["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
+    assert "still moving" in moving["fig3-hybrid-beats-components"]["why"]
+    unflat = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, projector_fall=0.2)))
+    assert {e["verdict"] for e in unflat.values()} == {"inconclusive"}
+    assert "projectors not pretrained to flattening" in unflat["fig3-hybrid-beats-components"]["why"]
+    assert "the rules alone would say reproduced" in unflat["fig3-hybrid-beats-components"]["why"]
+    at_chance = [[6.1 + x for x in sweep] for sweep in sweeps]
+    ledger = by_id(specialist_claims(results(at_chance, searched, ensemble=1.8)))
+    assert ledger["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
+
+
+def test_late_movement_reads_the_last_fifth_of_the_curve():
+    assert late_movement([[20, 3.0], [40, 2.0], [60, 1.8], [80, 1.7], [100, 1.6]]) == pytest.approx(0.1)
+    assert late_movement([[100, 2.0], [200, 2.1]]) == 0.0, "a rise is no movement"
+    assert late_movement([[90, 2.5], [100, 2.0]]) == pytest.approx(0.5), "no validation before the last fifth"
+    assert late_movement([[2, 3.0]]) == 0.0
+
+
+def test_the_ledger_and_the_table_render():
+    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60]] * 3
+    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    res = results(sweeps, searched, ensemble=1.8)
+    assert len(build_ledger({"specialists": res})) == 6
+    table = specialists(res)
+    assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table

@@ -1,0 +1,79 @@
+"""Specialist components and the data their hybrids fine-tune on (`papers.manticore.specialists`)."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+import torch
+import yaml
+
+from common.eval.heldout import heldout_loss
+from common.models.lm import LanguageModel, LMConfig
+from papers.manticore import components, instruction_text
+from papers.manticore.components import genre_margins
+from papers.manticore.specialists import SpecialistsConfig, genre_documents
+from tests.conftest import ROOT, write_params
+
+
+def test_heldout_loss_is_the_token_mean_over_non_padding_labels(one_thread):
+    torch.manual_seed(0)
+    net = LanguageModel(LMConfig(vocab_size=11, n_ctx=8, d_model=16, pattern="attn,mlp", repeat=1))
+    lengths = [8, 3, 5, 1, 6, 8, 2]
+    rows = [{"input_ids": [int(t) for t in torch.randint(0, 11, (8,))], "attention_mask": [1] * n + [0] * (8 - n)}
+            for n in lengths]
+    # Oracle: one row at a time, log-probabilities indexed by hand, padding labels skipped.
+    per_row = []
+    with torch.no_grad():
+        for row in rows:
+            log_p = torch.log_softmax(net(torch.tensor([row["input_ids"]]))[0].double(), -1)
+            per_row.append([-log_p[t - 1, row["input_ids"][t]].item() for t in range(1, sum(row["attention_mask"]))])
+    total, count = sum(map(sum, per_row)), sum(map(len, per_row))
+    for batch_size in (1, 3, 16):
+        assert heldout_loss(net, rows, batch_size) == pytest.approx(total / count, rel=1e-5)
+    padded = [{**row, "input_ids": row["input_ids"][:-1] + [0]} if row["attention_mask"][-1] == 0 else row
+              for row in rows]
+    assert heldout_loss(net, padded, 4) == pytest.approx(total / count, rel=1e-5), "padding is never scored"
+    first_two = per_row[0] + per_row[1]
+    assert heldout_loss(net, rows, 4, max_rows=2) == pytest.approx(sum(first_two) / len(first_two), rel=1e-5)
+
+
+def test_genre_margins_compare_each_corpus_own_components_with_the_best_outsider():
+    scores = {"neo_s": {"stories": 1.0, "instructions": 3.0}, "mamba_s": {"stories": 1.2, "instructions": 2.5},
+              "neo_i": {"stories": 2.0, "instructions": 0.8}, "mamba_i": {"stories": 1.9, "instructions": 0.9}}
+    corpus = {"neo_s": "stories", "mamba_s": "stories", "neo_i": "instructions", "mamba_i": "instructions"}
+    margins = genre_margins(scores, corpus)
+    assert margins["stories"] == pytest.approx(1.9 - 1.2)
+    assert margins["instructions"] == pytest.approx(2.5 - 0.9)
+    assert genre_margins(scores, {"neo_s": "stories", "mamba_s": "stories"}) == {}, "no outsider, no margin"
+
+
+def test_components_refuse_components_that_are_not_specialists(smoke_data, tmp_path):
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+    params["profile"] = "smoke"
+    params["components"]["smoke"]["min_margin"] = 100.0
+    params = write_params(tmp_path / "params.yaml", params)
+    instruction_text.main(["--params", str(params), "--tokenizer", str(smoke_data["tokenizer"]),
+                           "--out", str(tmp_path / "instructions"), "--summary", str(tmp_path / "it.json")])
+    with pytest.raises(SystemExit) as stop:
+        components.main(["--params", str(params), "--data", str(smoke_data["tokenized"] / "packed"),
+                         "--instructions", str(tmp_path / "instructions"), "--tokenizer", str(smoke_data["tokenizer"]),
+                         "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "components"),
+                         "--metrics", str(tmp_path / "components.json")])
+    assert stop.value.code == 2
+    assert not (tmp_path / "components").exists() and not (tmp_path / "components.json").exists()
+
+
+def test_genre_documents_hold_out_the_same_documents_for_every_seed(smoke_data):
+    cfg = SpecialistsConfig(n_train=40, n_projector=20, n_validation=10, fraction_instructions=0.5)
+    docs = {seed: genre_documents(cfg, seed, smoke_data["stories"]) for seed in (0, 1)}
+    stories = set(datasets.load_from_disk(str(smoke_data["stories"]))["validation"]["text"])
+    for d in docs.values():
+        assert len(d["train"]) == 40 and len(d["projector"]) == 20
+        assert sum(doc in stories for doc in d["train"]) == 20, "an even mix"
+        held_out = set(d["validation_stories"]) | set(d["validation_instructions"])
+        assert not held_out & set(d["train"]) and not held_out & set(d["projector"])
+        assert not set(d["train"]) & set(d["projector"])
+        assert all("### Instruction:" in doc for doc in d["validation_instructions"])
+    assert docs[0]["validation_stories"] == docs[1]["validation_stories"]
+    assert docs[0]["validation_instructions"] == docs[1]["validation_instructions"]
+    assert docs[0]["train"] != docs[1]["train"], "each seed draws and orders its own mix"
