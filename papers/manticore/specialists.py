@@ -159,7 +159,8 @@ def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path
     """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
     documents) and `projector` (train: the projector mix, validation: the same held-out documents)."""
     docs = genre_documents(cfg, seed, stories)
-    validation = docs["validation_stories"] + docs["validation_instructions"]
+    # Interleaved, so that the validation batches a run reads (`limit_val_batches`) hold both genres.
+    validation = [doc for pair in zip(docs["validation_stories"], docs["validation_instructions"]) for doc in pair]
     paths = {}
     for name, train in (("finetune", docs["train"]), ("projector", docs["projector"])):
         splits = {"train": train, "validation": validation,
