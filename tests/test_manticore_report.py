@@ -16,18 +16,20 @@ def point(mix: float, moving: float = 0.0, alphas=None) -> dict:
 
 
 def run(seed: int, sweep: list[float], searched: dict[str, float], ensemble: float, moving: float = 0.0,
-        projector_fall: float = 0.01, pair: str = "specialists") -> dict:
+        projector_fall: float = 0.01, pair: str = "specialists", searched_alpha: float = 0.3) -> dict:
     grid = [0.0, 0.25, 0.5, 0.75, 1.0]
     return {"pair": pair, "seed": seed, "components": ["gpt_neo", "mamba_instructions"], "chance": CHANCE,
             "projector_pretraining": [[100, 5.0], [400, 3.0 + projector_fall], [500, 3.0]],
             "sweep": [point(loss, moving, [[1 - a, a]]) for a, loss in zip(grid, sweep)],
-            "searched": {label: {**point(loss, moving), "alphas": [[0.5, 0.5]]} for label, loss in searched.items()},
+            "searched": {label: {**point(loss, moving), "alphas": [[1 - searched_alpha, searched_alpha]]}
+                         for label, loss in searched.items()},
             "ensemble": {**point(ensemble, moving), "weights": [0.5, 0.5]},
             "alone_at_hybrid_compute": {"gpt_neo": {**point(sweep[0] - 0.01), "steps": 200}}}
 
 
-def results(sweeps, searched, ensemble, moving=0.0, projector_fall=0.01) -> dict:
-    runs = [run(seed, sweeps[seed], searched[seed], ensemble, moving, projector_fall) for seed in range(3)]
+def results(sweeps, searched, ensemble, moving=0.0, projector_fall=0.01, searched_alpha=0.3) -> dict:
+    runs = [run(seed, sweeps[seed], searched[seed], ensemble, moving, projector_fall, searched_alpha=searched_alpha)
+            for seed in range(3)]
     return {"profile": "tiny", "runs": runs}
 
 
@@ -72,6 +74,21 @@ def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
     at_chance = [[6.1 + x for x in sweep] for sweep in sweeps]
     ledger = by_id(specialist_claims(results(at_chance, searched, ensemble=1.8)))
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
+
+
+def test_a_search_that_stays_at_its_uniform_start_cannot_show_it_finds_a_uniform_optimum():
+    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
+    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    stayed = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.51)))
+    assert stayed["fig3-nas-matches-sweep"]["verdict"] == "inconclusive"
+    assert "uniform start" in stayed["fig3-nas-matches-sweep"]["why"]
+    assert "the margin rule says reproduced" in stayed["fig3-nas-matches-sweep"]["why"]
+    # Beyond half a sweep step (0.125) the search moved; and an optimum away from the start is found, not kept.
+    moved = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.64)))
+    assert moved["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
+    off_start = [[1.50, 1.40, 1.35, 1.30, 1.60], [1.52, 1.41, 1.36, 1.31, 1.61], [1.49, 1.42, 1.34, 1.29, 1.59]]
+    kept = by_id(specialist_claims(results(off_start, searched, ensemble=1.8, searched_alpha=0.51)))
+    assert kept["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
 
 
 def test_late_movement_reads_the_last_fifth_of_the_curve():

@@ -433,6 +433,25 @@ def unflattened_projectors(runs: list[dict]) -> str | None:
             f"over the last fifth (more than {FLAT:.0%} of {loss:.3f})")
 
 
+def search_stayed_at_start(runs: list[dict]) -> str | None:
+    """Why "search matches the sweep" shows nothing about search, or None. Searches start at uniform
+    alphas; when the sweep's best point is that start and the best search ended within half a sweep
+    step of it (closer than the sweep can resolve), a search that never moved would match as well."""
+    for run in runs:
+        best, searched = min(run["sweep"], key=_mix), min(run["searched"].values(), key=_mix)
+        k = len(best["alphas"][0])
+        grid = sorted({row[1] for point in run["sweep"] for row in point["alphas"]})
+        half_step = min((b - a for a, b in zip(grid, grid[1:])), default=1.0) / 2  # one point: no resolution
+        if not all(abs(a - 1 / k) < 1e-9 for row in best["alphas"] for a in row):
+            continue
+        moved = max(abs(a - 1 / k) for row in searched["alphas"] for a in row)
+        if moved < half_step:
+            return (f"the sweep's best point is the searches' uniform start, and the best search ended within "
+                    f"{moved:.3f} of it (seed {run['seed']}; half a sweep step is {half_step:.3f}), so a search that "
+                    f"never moved would match as well")
+    return None
+
+
 def _learned(values: list[list[float]], chance: float) -> bool:
     return all(above_chance(v, chance, higher_is_better=False) for v in values)
 
@@ -513,6 +532,8 @@ def specialist_claims(res: dict) -> list[dict]:
         margin = MATCH * statistics.fmean(sweep_best)
         verdict, why = judge_non_inferiority(advantage, margin, above_chance_ok=_learned([sweep_best, best_searched],
                                                                                          chance))
+        if verdict != "inconclusive" and (stayed := search_stayed_at_start(main)) is not None:
+            verdict, why = "inconclusive", f"{stayed}; alone, the margin rule says {verdict}: {why}"
         entries.append(claim_entry(
             id="fig3-nas-matches-sweep", claim="At least one NAS algorithm outperforms or matches the best model "
             "found during the sweep", where="Figure 3", metric=f"best sweep point - best search (mean held-out "
