@@ -1,0 +1,97 @@
+"""Sizing runs for Manticore's `specialists` stage (seed 0, the `tiny` profile's settings), the source of
+the two sizing tables in `papers/manticore/README.md`:
+
+    python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 9 min on 2 cores
+    python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # about 20 min on 2 cores
+
+`budgets`: the specialist pair's sweep after each projector-pretraining budget (0 to 3,200 steps), the
+same 51,200 projector documents for every budget (one pass at 3,200 steps).
+`same-text`: each component alone trained on the projector mix, then fine-tuned on the fine-tuning mix,
+for the hybrid's steps (1,600 + 100) and for its compute (steps x hybrid / component parameters).
+Both read the `components` and `stories` outputs of the pipelines (`dvc repro` them first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from common.config import load_yaml, stage_config
+from common.io import write_json
+from common.parallel import run_jobs
+from common.training.modules import CausalLMModule
+from papers.manticore.alphas import sweep_grid
+from papers.manticore.finetune import Runner
+from papers.manticore.specialists import SpecialistsConfig, curve, genre_losses, write_genre_data
+from papers.manticore.vocabulary import components_for_hybrid
+
+PAIR, SEED = "specialists", 0
+COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
+
+
+def setup(run_dir: Path, n_projector: int | None = None):
+    """The stage's `tiny` config (validations every 100 steps), the pair's components and one seed's data."""
+    cfg = stage_config(load_yaml(Path("papers/manticore/params.yaml")), "specialists", SpecialistsConfig, "tiny")
+    cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, trainer=replace(cfg.trainer, val_every_n_steps=100))
+    pair = cfg.pairs[PAIR]
+    components, tokenizer = components_for_hybrid(COMPONENTS, pair.components)
+    data = write_genre_data(cfg, SEED, tokenizer, STORIES, run_dir / "data")
+    return cfg, pair, components, tokenizer, data
+
+
+def budget_job(budget: int, run_root: Path) -> dict:
+    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", n_projector=51_200)
+    runner = Runner(replace(cfg.tuning(pair, SEED), projector_steps=budget), components, len(tokenizer),
+                    run_root / f"budget{budget}")
+    start_time = time.time()
+    start, history = runner.pretrain_projectors(data["projector"], budget)
+    sweep = []
+    for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points)):
+        run = runner.fixed_run(f"sweep_{k}", alphas, start, data["finetune"])
+        sweep.append({"alpha": float(alphas[0, 1]), "loss": genre_losses(run.module.net, data["finetune"], cfg),
+                      "curve": curve(run)})
+    return {"budget": budget, "projector_curve": [[r["step"], r["val/loss"]] for r in history],
+            "seconds": time.time() - start_time, "sweep": sweep}
+
+
+def same_text_job(index: int, variant: str, run_root: Path) -> dict:
+    run_dir = run_root / f"{index}_{variant}"
+    cfg, pair, components, tokenizer, data = setup(run_dir)
+    runner = Runner(cfg.tuning(pair, SEED), components, len(tokenizer), run_dir)
+    component = components[index]
+    ratio = 1.0
+    if variant == "same_compute":
+        hybrid_params = sum(p.numel() for p in runner.hybrid("fixed", None).parameters())
+        ratio = hybrid_params / sum(p.numel() for p in component.parameters())
+    steps = [round(cfg.projector_steps * ratio), round(cfg.train_steps * ratio)]
+    start_time = time.time()
+    first = runner.fit("projector_mix", lambda: CausalLMModule(copy.deepcopy(component), len(tokenizer), cfg.optim),
+                       data["projector"], steps[0])
+    second = runner.fit("finetune", lambda: CausalLMModule(copy.deepcopy(first.module.net), len(tokenizer), cfg.optim),
+                        data["finetune"], steps[1])
+    return {"component": pair.components[index], "variant": variant, "steps": steps,
+            "seconds": time.time() - start_time, "projector_mix_curve": curve(first),
+            "loss": genre_losses(second.module.net, data["finetune"], cfg)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", choices=("budgets", "same-text"))
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))
+    args = parser.parse_args()
+    if args.which == "budgets":
+        jobs = [{"budget": b, "run_root": args.run_dir / "budgets"} for b in (3200, 1600, 800, 400, 200, 0)]
+        results = run_jobs(budget_job, jobs)
+    else:
+        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text"}
+                for v in ("same_compute", "same_steps") for i in (1, 0)]
+        results = run_jobs(same_text_job, jobs)
+    write_json(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
