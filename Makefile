@@ -15,7 +15,7 @@ export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-slow bench lock clean-venv
+.PHONY: install repro test test-slow rehearse bench lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The `paper` profile end to end on CPU, at the paper's shapes, on local stand-ins for the Hub, in a
+# throwaway copy under data/rehearsal/ (committed results and locks are left alone). See rehearsal/run.py.
+rehearse: $(STAMP)
+	$(BIN)/python -m rehearsal.run
 
 # CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
 bench:

@@ -112,6 +112,17 @@ def test_invalid_entries_are_refused(overrides, problem):
         claim_entry(**entry(**overrides))
 
 
+def test_fewer_than_three_seeds_give_inconclusive_and_nothing_else():
+    # a `paper` run with fewer seeds (or the rehearsal's one) must still write its ledger
+    for judged in (judge_difference([-0.3], -1), judge_difference([-0.3, -0.31], -1),
+                   judge_equivalence([0.0, 0.01], margin=0.1), judge_non_inferiority([0.2], margin=0.02)):
+        assert judged[0] == "inconclusive" and "a verdict needs at least 3" in judged[1]
+    one_seed = {"arms": {"a": [1.0], "b": [1.1]}, "difference": [-0.1]}
+    assert claim_entry(**entry(**one_seed, verdict="inconclusive"))["difference"]["n"] == 1
+    with pytest.raises(ValueError, match="with fewer it is inconclusive"):
+        claim_entry(**entry(**one_seed))
+
+
 def test_claim_ids_are_unique():
     with pytest.raises(ValueError, match="repeat"):
         check_ledger([claim_entry(**entry()), claim_entry(**entry())])

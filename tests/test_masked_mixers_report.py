@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from papers.masked_mixers.report import compare_losses, near_entry, retrieval_claims
+from papers.masked_mixers.report import compare_losses, context_length_claim, near_entry, retrieval_claims
 
 
 def _results(losses: dict[str, list[float]], late: dict[str, float], chance: float = 5.0) -> dict:
@@ -106,3 +106,12 @@ def test_infonce_throughput_holds_only_when_every_seed_agrees(speedups, verdict)
                       "mixer_trained_mean": AT_CHANCE})
     ret["infonce"] = {"seeds": {str(k): {"speedup_c32": v} for k, v in enumerate(speedups)}}
     assert {e["id"]: e for e in retrieval_claims(ret)}["infonce-throughput"]["verdict"] == verdict
+
+
+def test_the_context_length_row_reads_runs_shorter_than_five_steps():
+    # The paper rehearsal trains one step; the row once divided by steps // 5 and stopped the report.
+    history = [{"step": 1, "val/loss": 7.3}]
+    clm = {"profile": "paper", "steps": 1, "sizes": {"n_ctx": 512}, "seeds": [0],
+           "models": {m: {"seeds": {"0": {"history": history}}} for m in ("mixer_flat", "llama_h4")}}
+    row = context_length_claim(clm)
+    assert row["verdict"] == "needs paper scale" and "0.00 at step 1" in row["evidence"]

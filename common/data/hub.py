@@ -32,6 +32,8 @@ column, `text`; all Hub columns are dropped by the normalising `map`. The source
   gone), so we use the maintained copy `sentence-transformers/eli5`. Columns: question, answer.
   Split: train. text = question + "\\n" + answer.
 
+Rehearsal: with `HYBRID_STANDINS` set (`common.standins`), Hub loads read its generated files.
+
 Offline use: pass `data_files=` (parquet, json/jsonl or csv in the same schema as the Hub) and the
 very same normalisation runs on local files. Without network, a Hub load fails within seconds
 with `HubUnavailable`, pointing at the `tiny` profile, which needs no network.
@@ -67,6 +69,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import get_session
 
 from common.errors import DataError, HubUnavailable
+from common.standins import dataset_file
 
 Batch = dict[str, list[Any]]
 
@@ -247,6 +250,9 @@ def load_hub_text(name: str, split: str, *, data_files: str | list[str] | dict |
 
 def _load_from_hub(source: HubSource | HubClassificationSource, split: str, *, streaming: bool,
                    cache_dir: str | None):
+    standin = dataset_file(source.name, split)
+    if standin is not None:  # the `paper` rehearsal: generated rows in the Hub's schema
+        return _load_local(source, split, standin, streaming=streaming, cache_dir=cache_dir)
     where = source.path + (f" (config {source.config})" if source.config else "")
     # huggingface_hub retries an unreachable Hub with back-off: ~23 s when DNS fails at once, and
     # minutes when packets are silently dropped (60 s timeout per try). So decide up front: if

@@ -31,6 +31,7 @@ from common.eval.heldout import heldout_loss
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel, LMConfig, check_lm_spec, save_language_model
 from common.stages import load_stage, stage_args
+from common.standins import model_source
 from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -85,6 +86,7 @@ def from_hub(name: str, repo: str) -> tuple[LanguageModel, PreTrainedTokenizerBa
     from common.models.hf import language_model_from_hf
     from common.models.mamba import mamba_lm_from_hf
 
+    repo = model_source(repo)
     try:
         model = mamba_lm_from_hf(repo) if "mamba" in name else language_model_from_hf(repo)
         tokenizer = AutoTokenizer.from_pretrained(str(repo))
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     with atomic_dir(args.out) as tmp:
         if cfg.source == "hub":
+            args.run_dir.mkdir(parents=True, exist_ok=True)  # a DVC output of the stage; nothing trains here
             for name, repo in cfg.hub.items():
                 model, tokenizer = from_hub(name, repo)
                 save_language_model(model, tmp / name)

@@ -29,6 +29,7 @@ from common.data.manifest import verify_manifest, write_manifest
 from common.errors import ConfigError, DataError, HubUnavailable, exit_on_user_error
 from common.io import atomic_dir, write_json
 from common.stages import load_stage, stage_args
+from common.standins import model_source
 from papers.masked_mixers.shared import resolve_device
 
 log = logging.getLogger("mm_summaries")
@@ -71,6 +72,7 @@ def load_instruction_model(name: str, profile: str, dtype: str, device: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    name = model_source(name)
     local = Path(name).is_dir()
     if not local and profile != "paper":
         raise ConfigError(f"summaries.model: {name!r} is not a local directory; models come from the Hugging Face "

@@ -1,0 +1,68 @@
+"""Local stand-ins for the Hugging Face Hub, so the `paper` profile can be rehearsed offline.
+
+`make rehearse` (the `rehearsal` package) writes a directory of stand-ins and sets the environment
+variable `HYBRID_STANDINS` to it. While it is set, every Hub load of the project reads from there
+and never from the Hub:
+
+    <root>/datasets/<source>/<hub split>.parquet   a data set of `common.data.hub`, in the Hub's schema
+    <root>/models/<org>/<name>/                    a checkpoint and tokenizer, as `save_pretrained` writes
+
+A stand-in that is missing is an error naming the file the rehearsal should have written: falling
+back to the Hub would hide exactly the plumbing the rehearsal exists to test. A local directory
+given where a Hub id is expected is used as it is, as without stand-ins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from common.errors import DataError
+
+ENV = "HYBRID_STANDINS"
+log = logging.getLogger(__name__)
+_announced: set[str] = set()
+
+
+def standin_root() -> Path | None:
+    """The stand-in directory, or None when the Hub is the real one. Read at call time."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    root = Path(value)
+    if not root.is_dir():
+        raise DataError(f"{ENV}={value}: not a directory; unset it to load from the Hugging Face Hub")
+    return root
+
+
+def _announce(hub_id: str, path: Path) -> None:
+    if hub_id not in _announced:
+        _announced.add(hub_id)
+        log.info("stand-in for %s: %s (random weights or generated rows, not the Hub's)", hub_id, path)
+
+
+def model_source(repo: str) -> str:
+    """Where to load checkpoint or tokenizer `repo` (a Hub id or a local directory) from."""
+    root = standin_root()
+    if root is None or Path(repo).is_dir():
+        return repo
+    path = root / "models" / repo
+    if not (path / "config.json").is_file():
+        raise DataError(f"{ENV}: no stand-in for {repo} (expected {path}/config.json); "
+                        "rewrite the stand-ins with `python -m rehearsal.standins`")
+    _announce(repo, path)
+    return str(path)
+
+
+def dataset_file(source: str, split: str) -> str | None:
+    """The stand-in parquet file for split `split` of Hub data set `source`, or None without stand-ins."""
+    root = standin_root()
+    if root is None:
+        return None
+    path = root / "datasets" / source / f"{split}.parquet"
+    if not path.is_file():
+        raise DataError(f"{ENV}: no stand-in for the {source} data set's {split} split (expected {path}); "
+                        "rewrite the stand-ins with `python -m rehearsal.standins`")
+    _announce(f"{source}/{split}", path)
+    return str(path)

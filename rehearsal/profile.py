@@ -1,0 +1,88 @@
+"""The rehearsal's configs: every `paper` block with its run lengths cut, its shapes untouched.
+
+`rehearsal_params(params)` returns a params file whose `paper` blocks are the `paper` profile's
+merged values (base + paper) with the keys below cut, everything else kept: widths, depths,
+context lengths, vocabularies, batch sizes, precision, accelerator and data sources. The cuts are
+by key name, wherever the key sits in a section, so a new stage's `max_steps` is cut without
+listing the stage here; a key that holds a length of training and is not listed would show up as
+a slow rehearsal, never as a wrong one.
+
+`batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
+hours per step on 2 CPU cores (BlackMamba's 32 x 2048 tokens most), and a batch of 2 still has a
+batch dimension that a squeeze or a reshape could get wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from common.config import PROFILES, deep_merge
+
+# Optimisation steps of any phase, and the step counts of a projector-budget sweep.
+STEPS = 1
+STEP_KEYS = {"max_steps", "steps", "projector_steps", "search_steps", "train_steps"}
+# Every interval in steps: validate, log and checkpoint at each step, so those paths all run.
+EVERY_STEP_KEYS = {"val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps", "check_every"}
+# Repetitions and evaluation batches: one of each.
+ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_steps", "n_inputs"}
+# Rows and documents: at most this many. It is at least every `paper` batch size (128), so batch
+# shapes stay full, and at most the rows of each data set stand-in (rehearsal.standins.N_ROWS).
+ROWS = 256
+ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "n_prompts"}
+# Tokens read for pretraining text: enough for STEPS steps of 8 x 1024-token blocks, plus validation.
+TOKENS = 65536
+TOKEN_KEYS = {"train_tokens", "validation_tokens"}
+# Sweeps: the points that exercise every code path (both ends and one inside, or the first point).
+ENDS_AND_MIDDLE_KEYS = {"sweep_points"}
+FIRST_KEYS = {"seeds", "token_counts", "contexts", "depths"}
+FIRST_TWO_KEYS = {"lengths"}
+LAST_KEYS = {"untrained_sizes"}  # the last is the paper's own size
+
+
+def _cut(key: str, value: Any, batch_rows: int | None) -> Any:
+    if isinstance(value, dict):
+        return {k: _cut(k, v, batch_rows) for k, v in value.items()}
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        if key in ENDS_AND_MIDDLE_KEYS:
+            return sorted({value[0], value[len(value) // 2], value[-1]})
+        if key == "budgets":  # projector steps: none, and some
+            return [0, STEPS] if 0 in value else [STEPS]
+        if key in STEP_KEYS:
+            return [min(v, STEPS) for v in value[:1]]
+        if key in FIRST_KEYS:
+            return value[:1]
+        if key in FIRST_TWO_KEYS:
+            return value[:2]
+        if key in LAST_KEYS:
+            return value[-1:]
+        return [_cut(key, v, batch_rows) for v in value]
+    if isinstance(value, int):
+        if key == "batch_size" and batch_rows is not None:
+            return min(value, batch_rows)
+        if key in STEP_KEYS:
+            return min(value, STEPS)
+        if key in EVERY_STEP_KEYS:
+            return 1
+        if key in ONE_KEYS:
+            return min(value, 1)
+        if key in ROW_KEYS:
+            return min(value, ROWS)
+        if key in TOKEN_KEYS:
+            return min(value, TOKENS)
+    return value
+
+
+def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None) -> dict[str, Any]:
+    """`params` (one params file, as loaded) with each section's `paper` block cut for the rehearsal;
+    `batch_rows`: cut batch sizes too (None keeps the paper's)."""
+    out = copy.deepcopy(params)
+    for section, block in params.items():
+        if isinstance(block, dict) and set(block) <= {"base", *PROFILES} and "paper" in block:
+            merged = deep_merge(block.get("base") or {}, block.get("paper") or {})
+            out[section]["paper"] = _cut(section, merged, batch_rows)
+    if "profile" in out:
+        out["profile"] = "paper"
+    return out

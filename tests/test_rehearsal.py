@@ -1,0 +1,176 @@
+"""The `paper` rehearsal's parts: Hub stand-ins, the cut configs, and the stand-in switch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from common.config import PROFILES, deep_merge
+from common.data.hub import HUB_CLASSIFICATION_SOURCES, HUB_SOURCES, load_hub_classification, load_hub_text
+from common.errors import DataError
+from common.standins import ENV, dataset_file, model_source
+from rehearsal import profile
+from rehearsal.profile import rehearsal_params
+from rehearsal.standins import GPT2_SPECIALS, LLAMA3_CHAT, LLAMA3_SPECIALS, NEOX_SPECIALS, standin_tokenizer
+from tests.conftest import ROOT
+
+PARAMS_FILES = ["params.yaml", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("papers/*/params.yaml"))]
+
+
+# --- the stand-in switch --------------------------------------------------------------------
+
+def test_without_standins_hub_ids_pass_through(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    assert model_source("EleutherAI/gpt-neo-125m") == "EleutherAI/gpt-neo-125m"
+    assert dataset_file("tinystories", "train") is None
+
+
+def test_a_missing_standin_is_an_error_not_the_hub(monkeypatch, tmp_path):
+    monkeypatch.setenv(ENV, str(tmp_path))
+    with pytest.raises(DataError, match="no stand-in for EleutherAI/gpt-neo-125m"):
+        model_source("EleutherAI/gpt-neo-125m")
+    with pytest.raises(DataError, match="no stand-in for the ptb data set's train split"):
+        load_hub_text("ptb", "train")
+    assert model_source(str(tmp_path)) == str(tmp_path)  # a local directory is used as it is
+    monkeypatch.setenv(ENV, str(tmp_path / "absent"))
+    with pytest.raises(DataError, match="not a directory"):
+        dataset_file("ptb", "train")
+
+
+# --- data set stand-ins ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def standin_root(tmp_path_factory):
+    from rehearsal.standins import write_standins
+    root = tmp_path_factory.mktemp("standins")
+    write_standins(root, only=set(HUB_SOURCES) | set(HUB_CLASSIFICATION_SOURCES))
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(HUB_SOURCES))
+def test_every_hub_text_source_has_a_standin_in_its_schema(name, standin_root, monkeypatch):
+    monkeypatch.setenv(ENV, str(standin_root))
+    # The loader checks the Hub schema's columns; rows must come out as non-empty text.
+    for split in HUB_SOURCES[name].splits:
+        texts = load_hub_text(name, split, limit=5)["text"]
+        assert len(texts) == 5 and all(t.strip() for t in texts)
+
+
+@pytest.mark.parametrize("name", sorted(HUB_CLASSIFICATION_SOURCES))
+def test_every_hub_classification_source_has_a_standin_in_its_schema(name, standin_root, monkeypatch):
+    monkeypatch.setenv(ENV, str(standin_root))
+    source = HUB_CLASSIFICATION_SOURCES[name]
+    for split in source.splits:
+        rows = load_hub_classification(name, split, limit=8)
+        assert len(rows) == 8
+        assert all(0 <= i < source.vocab_size for row in rows["input_ids"] for i in row)
+        assert {*rows["label"]} <= set(range(source.num_classes))
+    if name == "cifar10":  # every image is 32 x 32 pixels
+        assert {len(row) for row in rows["input_ids"]} == {1024}
+
+
+# --- tokenizers of the real length and special ids ------------------------------------------
+
+@pytest.mark.parametrize("length, specials, kwargs", [
+    (50257, GPT2_SPECIALS, {"bos": "<|endoftext|>", "eos": "<|endoftext|>"}),
+    (50277, NEOX_SPECIALS, {"bos": "<|endoftext|>", "eos": "<|endoftext|>", "pad": "<|padding|>"}),
+    (128256, LLAMA3_SPECIALS, {"bos": "<|begin_of_text|>", "eos": "<|eot_id|>", "add_bos": True,
+                               "chat_template": LLAMA3_CHAT}),
+])
+def test_standin_tokenizers_have_the_real_length_and_special_ids(length, specials, kwargs):
+    tokenizer = standin_tokenizer(length, specials, seed=0, **kwargs)
+    assert len(tokenizer) == length
+    assert sorted(tokenizer.get_vocab().values()) == list(range(length))
+    for i, token in specials.items():
+        assert tokenizer.convert_tokens_to_ids(token) == i
+    text = "Once upon a time, Mia found 3 shells.\nShe smiled!"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == text  # byte-level: any text round-trips
+    assert len(ids) < len(text.encode())  # merges were learned
+    first = tokenizer(text)["input_ids"][0]
+    assert (first == tokenizer.bos_token_id) == kwargs.get("add_bos", False)
+    if "chat_template" in kwargs:
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+                                                 add_generation_prompt=True)
+        assert rendered == ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
+# --- the cut configs ------------------------------------------------------------------------
+
+def _paper_sections(params: dict) -> dict[str, dict]:
+    return {name: deep_merge(block.get("base") or {}, block.get("paper") or {})
+            for name, block in params.items()
+            if isinstance(block, dict) and set(block) <= {"base", *PROFILES} and "paper" in block}
+
+
+def _walk(value, path=()):
+    """(path, leaf) for every leaf of a nested mapping; lists are leaves."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, (*path, k))
+    else:
+        yield path, value
+
+
+CUT_KEYS = (profile.STEP_KEYS | profile.EVERY_STEP_KEYS | profile.ONE_KEYS | profile.ROW_KEYS | profile.TOKEN_KEYS
+            | profile.ENDS_AND_MIDDLE_KEYS | profile.FIRST_KEYS | profile.FIRST_TWO_KEYS | profile.LAST_KEYS
+            | {"budgets"})
+
+
+@pytest.mark.parametrize("params_file", PARAMS_FILES)
+def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file):
+    params = yaml.safe_load((ROOT / params_file).read_text())
+    before = _paper_sections(params)
+    after = _paper_sections(rehearsal_params(params))
+    assert before.keys() == after.keys()
+    for name in before:
+        old_leaves, new_leaves = list(_walk(before[name])), list(_walk(after[name]))
+        assert [p for p, _ in old_leaves] == [p for p, _ in new_leaves], name
+        for (path, a), (_, b) in zip(old_leaves, new_leaves):
+            key = path[-1]
+            if key not in CUT_KEYS:
+                assert a == b, f"{params_file}: {name}.{'.'.join(path)} changed from {a!r} to {b!r}"
+            elif key in profile.STEP_KEYS and isinstance(b, int):
+                assert b <= profile.STEPS
+            elif key in profile.ROW_KEYS and isinstance(b, int):
+                assert b <= profile.ROWS
+            elif key == "seeds" and b is not None:
+                assert len(b) == 1
+    if "profile" in params:
+        assert rehearsal_params(params)["profile"] == "paper"
+    batches = [(path, b) for section in _paper_sections(rehearsal_params(params, batch_rows=2)).values()
+               for path, b in _walk(section) if path[-1] == "batch_size"]
+    assert all(b is None or b <= 2 for _, b in batches)
+
+
+def test_rehearsal_rows_fit_every_paper_batch_and_every_standin():
+    from rehearsal.standins import N_ROWS
+    batches = [v for f in PARAMS_FILES for section in _paper_sections(yaml.safe_load((ROOT / f).read_text())).values()
+               for path, v in _walk(section) if path[-1] == "batch_size" and isinstance(v, int)]
+    assert max(batches) <= profile.ROWS <= N_ROWS
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_root_pipeline_rehearses_at_paper_shapes(tmp_path):
+    out = tmp_path / "rehearsal.json"
+    result = subprocess.run([sys.executable, "-m", "rehearsal.run", "--pipelines", "root", "--work",
+                             str(tmp_path / "work"), "--standins", str(tmp_path / "standins"), "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = json.loads(out.read_text())
+    assert [r["stage"] for r in records] == list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    assert all(r["rc"] == 0 for r in records)
+    # at the paper's shapes: its tokenizer's full vocabulary (from params) and the model's window
+    baseline = json.loads((tmp_path / "work/results/lm_baseline.json").read_text())
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    paper = {s: deep_merge(params[s]["base"], params[s]["paper"]) for s in ("tokenizer", "tokenize")}
+    assert baseline["profile"] == "paper"
+    assert baseline["vocab_size"] == paper["tokenizer"]["vocab_size"]
+    assert baseline["n_ctx"] == paper["tokenize"]["packed_n_ctx"]
