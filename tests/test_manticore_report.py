@@ -40,9 +40,13 @@ def by_id(entries: list[dict]) -> dict[str, dict]:
 SEARCH = ("darts_alternating", "darts_simultaneous", "dash_alternating", "gaea_alternating")
 
 
+# Three seeds' sweeps whose optimum is the uniform point (alpha 0.5), and searches that reach it.
+UNIFORM_OPTIMUM = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
+SEARCHED = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+
+
 def test_an_interior_optimum_beyond_the_seeds_spread_is_reproduced():
-    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
-    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
     ledger = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8)))
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
     assert ledger["fig3-hybrid-beats-components"]["difference"]["mean"] == pytest.approx(0.2033, abs=1e-3)
@@ -62,8 +66,7 @@ def test_a_component_corner_at_the_optimum_is_not_reproduced():
 
 
 def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
-    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
-    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
     moving = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, moving=0.5)))
     assert moving["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
     assert "still moving" in moving["fig3-hybrid-beats-components"]["why"]
@@ -77,8 +80,7 @@ def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
 
 
 def test_a_search_that_stays_at_its_uniform_start_cannot_show_it_finds_a_uniform_optimum():
-    sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60], [1.52, 1.41, 1.31, 1.44, 1.61], [1.49, 1.42, 1.29, 1.46, 1.59]]
-    searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
+    sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
     stayed = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.51)))
     assert stayed["fig3-nas-matches-sweep"]["verdict"] == "inconclusive"
     assert "uniform start" in stayed["fig3-nas-matches-sweep"]["why"]
