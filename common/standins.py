@@ -6,6 +6,7 @@ and never from the Hub:
 
     <root>/datasets/<source>/<hub split>.parquet   a data set of `common.data.hub`, in the Hub's schema
     <root>/models/<org>/<name>/                    a checkpoint and tokenizer, as `save_pretrained` writes
+    <root>/datasets/<path>/<config>/<split>.parquet  an lm-eval task's data set (`harness_datasets`)
 
 A stand-in that is missing is an error naming the file the rehearsal should have written: falling
 back to the Hub would hide exactly the plumbing the rehearsal exists to test. A local directory
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from common.errors import DataError
@@ -66,3 +69,35 @@ def dataset_file(source: str, split: str) -> str | None:
                         "rewrite the stand-ins with `python -m rehearsal.standins`")
     _announce(f"{source}/{split}", path)
     return str(path)
+
+
+@contextmanager
+def harness_datasets() -> Iterator[None]:
+    """While open, with stand-ins on, lm-eval's downloads read the stand-ins instead.
+
+    The harness loads each task's data itself, through `datasets.load_dataset(path, name)`; there
+    is no id to map before the call, so the call is replaced: `path` and `name` (`default` when
+    the task names none) select `<root>/datasets/<path>/<name>/`, and each parquet file there is
+    the split of its name. Without stand-ins this changes nothing."""
+    root = standin_root()
+    if root is None:
+        yield
+        return
+    import datasets
+
+    real = datasets.load_dataset
+
+    def load_standin(path: str, name: str | None = None, **_ignored):
+        directory = root / "datasets" / path / (name or "default")
+        files = sorted(directory.glob("*.parquet"))
+        if not files:
+            raise DataError(f"{ENV}: no stand-in for the harness data set {path} ({name or 'default'}); expected "
+                            f"{directory}/<split>.parquet; rewrite the stand-ins with `python -m rehearsal.standins`")
+        _announce(f"{path}/{name or 'default'}", directory)
+        return real("parquet", data_files={f.stem: str(f) for f in files})
+
+    datasets.load_dataset = load_standin
+    try:
+        yield
+    finally:
+        datasets.load_dataset = real

@@ -95,3 +95,14 @@ def test_committed_readme_and_ledger_match_the_committed_results():
     assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/blackmamba/dvc.yaml`"
     committed = json.loads((ROOT / RESULTS / "claims.json").read_text())["claims"]
     assert build_ledger(load_results(ROOT / RESULTS, NAMES, PAPER)) == committed
+
+
+def test_zero_shot_writes_its_tasks_output_when_every_task_is_built_in(tmp_path):
+    """At `paper` every task is lm-eval's own; the stage's DVC output, the task directory, must still
+    exist, or DVC fails the stage after a complete evaluation (the rehearsal found it missing)."""
+    from papers.blackmamba.zero_shot import ZeroShotConfig, prepare_tasks
+
+    tasks, include_path = prepare_tasks(ZeroShotConfig(tasks=["piqa", "hellaswag"]), tmp_path / "no_stories",
+                                        tmp_path / "tasks")
+    assert tasks == ["piqa", "hellaswag"] and include_path is None
+    assert json.loads((tmp_path / "tasks" / "tasks.json").read_text())["tasks"] == tasks

@@ -125,3 +125,32 @@ def test_the_harness_finds_the_registered_model(model, tokenizer, tmp_path, smok
         f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}")
     (logprob, _), = adapter.loglikelihood([request("loglikelihood", "The cat", " sat")])
     assert logprob == pytest.approx(by_hand(model, tokenizer, "The cat", " sat")[0], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_the_paper_tasks_read_their_standins(model, tokenizer, tmp_path, monkeypatch):
+    """With HYBRID_STANDINS set, the harness's own downloads of the `paper` tasks read the stand-ins:
+    every task scores exactly the stand-in's documents, in the split its task file names."""
+    from rehearsal.standins import HARNESS_ROWS, write_standins
+
+    tasks = {"piqa": "baber/piqa/default", "lambada_openai": "EleutherAI/lambada_openai/default",
+             "winogrande": "allenai/winogrande/winogrande_xl", "hellaswag": "Rowan/hellaswag/default",
+             "arc_challenge": "allenai/ai2_arc/ARC-Challenge", "openbookqa": "allenai/openbookqa/main"}
+    write_standins(tmp_path, only=set(tasks.values()))
+    monkeypatch.setenv("HYBRID_STANDINS", str(tmp_path))
+    results = evaluate(LanguageModelEval(model, tokenizer), list(tasks))
+    for task in tasks:
+        assert results["n-samples"][task]["effective"] == HARNESS_ROWS
+        assert 0.0 <= results["results"][task]["acc,none"] <= 1.0
+
+
+def test_a_missing_harness_standin_is_one_error(tmp_path, monkeypatch):
+    """A stand-in directory without the task's data set is one error naming the file it expected."""
+    from common.errors import DataError
+    from common.standins import harness_datasets
+
+    monkeypatch.setenv("HYBRID_STANDINS", str(tmp_path))
+    import datasets
+
+    with harness_datasets(), pytest.raises(DataError, match="baber/piqa.*default"):
+        datasets.load_dataset(path="baber/piqa", name=None)

@@ -3,7 +3,9 @@ before, and a resume key that holds the input data's fingerprint."""
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 from dataclasses import replace
 
 import lightning as L
@@ -68,6 +70,7 @@ def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed)
     assert run.steps == TRAINER.max_steps
     resumed = any("resuming from" in r.getMessage() for r in caplog.records)
     assert resumed is not data_changed
+    assert not (tmp_path / "checkpoints").exists()  # a finished run never resumes: no disk spent on it
 
 
 def test_trainer_threads_is_a_ceiling(tmp_path):
@@ -79,3 +82,26 @@ def test_trainer_threads_is_a_ceiling(tmp_path):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_runs_in_turn_never_hold_two_runs_training_state(tmp_path):
+    """A finished run keeps its trained module but not its optimizer states or gradients, and a
+    run nobody holds is freed before the next one builds, even with the cycle collector idle
+    (it runs on object counts, so large weights can wait for it for a long time)."""
+    gc.disable()
+    try:
+        first = _run(TASK, tmp_path / "first")
+        assert first.trainer.optimizers == [] and first.trainer.lr_scheduler_configs == []
+        assert all(p.grad is None for p in first.module.parameters())
+        dropped = weakref.ref(first.module)
+        del first
+
+        def build():
+            assert dropped() is None, "the previous run's module is still alive"
+            return CausalLMModule(LanguageModel(replace(MODEL_B, vocab_size=TASK.vocab_size, n_ctx=TASK.seq_len)),
+                                  vocab_size=TASK.vocab_size, optim=OPTIM, shift_labels=False)
+
+        run_training(build, MADDataModule(TASK, batch_size=8, seed=0), TRAINER, tmp_path / "second", seed=0,
+                     run_config={"model": "b"})
+    finally:
+        gc.enable()

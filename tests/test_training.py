@@ -14,7 +14,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from common.data.datamodule import collate_lm
-from common.errors import TrainingDiverged
+from common.errors import DataError, TrainingDiverged
+from common.models.lm import LanguageModel, LMConfig
 from common.training.callbacks import MetricsJSON, WallClockBudget
 from common.training.modules import CausalLMModule, SequenceClassificationModule, token_cross_entropy
 from common.training.optim import OptimConfig, lr_factor, param_groups
@@ -196,3 +197,40 @@ def test_sequence_classification_learns_a_separable_task(tmp_path):
     trainer = _trainer(tmp_path, max_steps=150)
     trainer.fit(module, train_dataloaders=loader, val_dataloaders=loader)
     assert trainer.callback_metrics["val/acc"].item() == 1.0
+
+
+# Networks that cannot take `lm_loader`'s rows (6 tokens, ids 0..10), and the error each gets.
+MISFITS = {
+    "ids_beyond_vocab": (dict(vocab_size=8, pattern="mamba", n_ctx=6),
+                         "token ids 0..10, but the model's vocabulary has 8"),
+    "rows_shorter_than_a_mixer_window": (dict(vocab_size=V, pattern="mixer", n_ctx=12), "rows of 6 tokens .* n_ctx=12"),
+    "rows_shorter_than_learned_positions": (dict(vocab_size=V, pattern="mamba", n_ctx=12, pos_embedding="learned"),
+                                            "rows of 6 tokens .* n_ctx=12"),
+}
+
+
+@pytest.mark.parametrize("case", MISFITS)
+def test_data_the_network_was_not_built_for_is_refused_before_a_step(tmp_path, case):
+    """A vocabulary smaller than the data's ids, or a window longer than the rows in a network with
+    weights per position trained from scratch (`full_window`), is one DataError, raised before any
+    weight moves."""
+    config, match = MISFITS[case]
+    net = LanguageModel(LMConfig(d_model=8, **config))
+    before = copy.deepcopy(net.state_dict())
+    with pytest.raises(DataError, match=match):
+        _trainer(tmp_path).fit(CausalLMModule(net, vocab_size=config["vocab_size"], full_window=True),
+                               train_dataloaders=lm_loader(), val_dataloaders=lm_loader())
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+@pytest.mark.parametrize("pattern, full_window", [("mamba", True), ("attn,swiglu", True), ("mixer", False)])
+def test_rows_shorter_than_the_window_train_where_no_position_goes_untrained(tmp_path, pattern, full_window):
+    """The controls: the same short rows train networks whose weights serve every position, and a
+    network with weights per position that is not trained from scratch (fine-tuning a pretrained
+    one on shorter rows leaves the later positions as they were)."""
+    net = LanguageModel(LMConfig(vocab_size=V, d_model=8, pattern=pattern, n_ctx=12,
+                                 blocks={"attn": {"n_heads": 2}} if "attn" in pattern else {}))
+    trainer = _trainer(tmp_path, max_steps=2)
+    trainer.fit(CausalLMModule(net, vocab_size=V, full_window=full_window),
+                train_dataloaders=lm_loader(), val_dataloaders=lm_loader())
+    assert trainer.global_step == 2

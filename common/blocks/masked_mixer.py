@@ -175,6 +175,7 @@ class MaskedMixer(Block):
     """
 
     supports_step = False
+    position_weights = True
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
                  expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None):
@@ -256,6 +257,7 @@ class BidirectionalMaskedMixer(Block):
 
     causal = False
     supports_step = False
+    position_weights = True
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
                  bias: bool = True):

@@ -28,6 +28,10 @@ Generation protocol (used by `LanguageModel.generate`):
 `wraps_residual = True` marks blocks that carry their own norm and residual (Hugging Face
 decoder layers); the model then calls them on the residual stream as `x = block(x)`.
 
+`position_weights = True` marks blocks with weights that belong to one position (a masked mixer's
+`n_ctx x n_ctx` convolution): training on rows shorter than `n_ctx` leaves the later positions'
+weights untrained, so the training module refuses such rows.
+
 `causal = False` marks blocks that see the future (bidirectional mixers); the registry-wide
 causality test skips them and checks that they are marked honestly.
 """
@@ -56,6 +60,7 @@ class Block(nn.Module):
     causal: ClassVar[bool] = True
     supports_step: ClassVar[bool] = True
     wraps_residual: ClassVar[bool] = False
+    position_weights: ClassVar[bool] = False
 
     def allocate_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> Any:
         return None

@@ -30,6 +30,7 @@ PLACEMENTS = ("series", "before", "parallel")
 @register("transfixer")
 class Transfixer(Block):
     supports_step = False
+    position_weights = True
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, n_heads: int = 4,
                  placement: Literal["series", "before", "parallel"] = "series"):

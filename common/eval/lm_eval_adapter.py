@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from common.models.lm import LanguageModel
+from common.standins import harness_datasets
 
 try:
     from lm_eval.api.model import LM as _HarnessLM
@@ -141,6 +142,7 @@ def evaluate(adapter: LanguageModelEval, tasks: list[str], include_path: str | P
     from lm_eval import simple_evaluate
 
     manager = task_manager(str(include_path) if include_path else None)
-    return simple_evaluate(model=adapter, tasks=tasks, task_manager=manager, limit=limit, num_fewshot=num_fewshot,
-                           random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
-                           log_samples=False)
+    with harness_datasets():
+        return simple_evaluate(model=adapter, tasks=tasks, task_manager=manager, limit=limit, num_fewshot=num_fewshot,
+                               random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                               fewshot_random_seed=seed, log_samples=False)

@@ -102,6 +102,12 @@ class LanguageModel(nn.Module):
         else:
             nn.init.normal_(self.head.weight, std=cfg.init_std)
 
+    @property
+    def position_weights(self) -> bool:
+        """Whether some weights belong to one position (learned positions, a masked mixer's
+        convolution): then rows shorter than `n_ctx` leave the later positions' weights untrained."""
+        return self.pos_embed is not None or any(block.position_weights for block in self.blocks)
+
     def forward(self, input_ids: torch.Tensor, cache: LMCache | None = None) -> torch.Tensor:
         start = cache.position if cache is not None else 0
         x = self.run_blocks(self.embed(input_ids), 0, len(self.blocks), cache=cache, position=start)

@@ -19,7 +19,8 @@ def train_language_model(lm_cfg: LMConfig, data: Path, loader: LoaderConfig, opt
     returns the trained network and the run (`run.history` holds the curves)."""
     datamodule = TextDataModule(data, batch_size=loader.batch_size, num_workers=loader.num_workers, seed=seed,
                                 n_ctx=loader.n_ctx)
-    run = run_training(lambda: CausalLMModule(LanguageModel(lm_cfg), vocab_size=lm_cfg.vocab_size, optim=optim),
+    run = run_training(lambda: CausalLMModule(LanguageModel(lm_cfg), vocab_size=lm_cfg.vocab_size, optim=optim,
+                                              full_window=True),
                        datamodule, trainer, run_dir, seed=seed,
                        run_config={"model": asdict(lm_cfg), "data": asdict(loader), "optim": asdict(optim)})
     return run.module.net, run

@@ -104,7 +104,8 @@ def train_on_mad(lm: LMConfig, task: MADTaskConfig, trainer: TrainerConfig, run_
     """Train on the task's train split, then score the whole test split. A run killed midway
     resumes from its last checkpoint in `run_dir` when called again with the same arguments."""
     def build() -> CausalLMModule:
-        return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=optim, shift_labels=False)
+        return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=optim, shift_labels=False,
+                              full_window=True)
 
     scores, _ = train_module_on_mad(build, task, trainer, run_dir, batch_size, seed,
                                     run_config={"lm": asdict(lm), "optim": asdict(optim or OptimConfig())})

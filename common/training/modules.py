@@ -11,6 +11,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from common.errors import DataError
 from common.training.optim import OptimConfig, build_optimizer
 
 IGNORE_INDEX = -100
@@ -35,14 +36,34 @@ def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, shift: bool 
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
 
 
+def check_batch_fits(net: nn.Module, input_ids: torch.Tensor, vocab_size: int, full_window: bool) -> None:
+    """Refuse data the network was not built for, in one line, before a step trains on it: token ids
+    outside the vocabulary (data tokenized with another tokenizer; on a GPU, an opaque device-side
+    assert), and, with `full_window`, rows shorter than the window of a network with weights per
+    position (a network trained from scratch would never train those positions; a pretrained one
+    fine-tuned on shorter rows keeps them as they were, which is fine)."""
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        raise DataError(f"the data holds token ids {low}..{high}, but the model's vocabulary has {vocab_size} "
+                        f"(ids 0..{vocab_size - 1}): tokenize with the tokenizer the model was built for")
+    window = getattr(getattr(net, "cfg", None), "n_ctx", None)
+    if full_window and getattr(net, "position_weights", False) and input_ids.shape[1] < window:
+        raise DataError(f"rows of {input_ids.shape[1]} tokens are shorter than the model's window n_ctx={window}, "
+                        "and the model has weights per position that would never train: tokenize rows of "
+                        f"{window} tokens, or build the model with n_ctx={input_ids.shape[1]}")
+
+
 class CausalLMModule(L.LightningModule):
     """Causal language modelling for any network that maps `input_ids` to logits `[B, T, V]`.
 
     `shift_labels=False` is for tasks whose targets are already aligned with the outputs (MAD:
-    `targets[t]` is what position t must predict); the default shifts inputs into targets.
+    `targets[t]` is what position t must predict); the default shifts inputs into targets. The
+    first batch of each process is checked against the network (`check_batch_fits`); give
+    `full_window=True` when the network trains from scratch.
     """
 
-    def __init__(self, net: nn.Module, vocab_size: int, optim: OptimConfig | None = None, shift_labels: bool = True):
+    def __init__(self, net: nn.Module, vocab_size: int, optim: OptimConfig | None = None, shift_labels: bool = True,
+                 full_window: bool = False):
         super().__init__()
         self.net = net
         self.optim = optim or OptimConfig()
@@ -52,11 +73,16 @@ class CausalLMModule(L.LightningModule):
         self.val_acc = MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         # Token-weighted mean of the loss; perplexity is its exponential, so both agree exactly.
         self.val_loss = MeanMetric()
+        self.vocab_size, self.full_window = vocab_size, full_window
+        self.batch_checked = False
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return _unwrap(self.net(input_ids))
 
     def _step(self, batch):
+        if not self.batch_checked:
+            check_batch_fits(self.net, batch["input_ids"], self.vocab_size, self.full_window)
+            self.batch_checked = True
         logits, labels = self(batch["input_ids"]), batch["labels"]
         loss = token_cross_entropy(logits, labels, self.shift_labels)
         logits, labels = align(logits, labels, self.shift_labels)

@@ -26,7 +26,7 @@ from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.lm_eval_adapter import LanguageModelEval, evaluate
 from common.eval.story_tasks import write_story_tasks
-from common.io import write_json
+from common.io import atomic_dir, write_json
 from common.models.lm import load_language_model
 from common.parallel import run_jobs
 from common.stages import load_stage, stage_args
@@ -64,6 +64,21 @@ def evaluate_one(model_dir: Path, tokenizer: Path, tasks: list[str], include_pat
     return {"tasks": scores, "mean_acc": statistics.mean(accuracy(raw[t]) for t in tasks)}
 
 
+def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path) -> tuple[list[str], Path | None]:
+    """The harness task names, and the directory of local task files (None if all are built in).
+    The directory is the stage's DVC output, so it is written in every profile: at `paper`, with
+    only built-in tasks, it lists them, or DVC would fail the stage after a complete evaluation."""
+    tasks = list(cfg.tasks)
+    if STORY_TASKS not in tasks:
+        with atomic_dir(tasks_dir) as tmp:
+            write_json(tmp / "tasks.json", {"tasks": tasks, "source": "lm-eval's built-in task files"})
+        return tasks, None
+    validation = datasets.load_from_disk(str(stories))["validation"]
+    rows = [validation[i] for i in range(min(len(validation), 8 * cfg.items_per_task))]
+    tasks.remove(STORY_TASKS)
+    return tasks + write_story_tasks(rows, tasks_dir, cfg.items_per_task, cfg.seed), tasks_dir
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = stage_args(argv, __doc__, "models", "tokenizer", "stories", "tasks-dir", "out")
@@ -74,14 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     if not model_dirs:
         raise DataError(f"{args.models}: no trained models; run the train_compare stage first")
 
-    tasks, include_path = list(cfg.tasks), None
-    if STORY_TASKS in tasks:
-        validation = datasets.load_from_disk(str(args.stories))["validation"]
-        stories = [validation[i] for i in range(min(len(validation), 8 * cfg.items_per_task))]
-        tasks.remove(STORY_TASKS)
-        tasks += write_story_tasks(stories, args.tasks_dir, cfg.items_per_task, cfg.seed)
-        include_path = args.tasks_dir
-
+    tasks, include_path = prepare_tasks(cfg, args.stories, args.tasks_dir)
     jobs = [{"model_dir": d, "tokenizer": args.tokenizer, "tasks": tasks, "include_path": include_path,
              "limit": cfg.limit, "seed": cfg.seed} for d in model_dirs]
     models: dict[str, dict] = {}
