@@ -41,9 +41,10 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 # The `paper` profile end to end on CPU, at the paper's shapes, on local stand-ins for the Hub, in a
-# throwaway copy under data/rehearsal/ (committed results and locks are left alone). See rehearsal/run.py.
+# throwaway copy under data/rehearsal/ (committed results and locks are left alone), in batches of 2 rows
+# and fp32 (the README says why). See rehearsal/run.py.
 rehearse: $(STAMP)
-	$(BIN)/python -m rehearsal.run
+	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true
 
 # CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
 bench:

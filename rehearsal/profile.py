@@ -9,7 +9,9 @@ a slow rehearsal, never as a wrong one.
 
 `batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
 hours per step on 2 CPU cores (BlackMamba's 32 x 2048 tokens most), and a batch of 2 still has a
-batch dimension that a squeeze or a reshape could get wrong.
+batch dimension that a squeeze or a reshape could get wrong. `precision` replaces every trainer's
+precision: on this machine's CPU, bf16 matrix products run about 4 times slower than fp32, and
+the paper's `bf16-mixed` is a GPU setting.
 """
 
 from __future__ import annotations
@@ -29,7 +31,17 @@ ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_s
 # Rows and documents: at most this many. It is at least every `paper` batch size (128), so batch
 # shapes stay full, and at most the rows of each data set stand-in (rehearsal.standins.N_ROWS).
 ROWS = 256
-ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "n_prompts"}
+ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "n_prompts", "eval_rows"}
+# Held-out rows, which stages score in full, outside the trainer's validation batches: with
+# `batch_rows`, a few batches of them (256 rows of 512 tokens through a 255M-parameter hybrid cost
+# minutes per run on 2 cores, and Manticore's specialists stage scores a dozen runs). Not `n_test`:
+# Masked Mixers' retrieval draws its 32 candidates from it.
+EVAL_ROW_KEYS = {"n_validation", "eval_rows"}
+EVAL_BATCHES = 4
+# The story corpus every paper samples from keeps all the stand-in's rows (rehearsal.standins.N_ROWS):
+# a stage may draw ROWS held-out stories and its training stories from one split (specialists).
+CORPUS_SECTIONS = {"stories"}
+CORPUS_ROWS = 600
 # Tokens read for pretraining text: enough for STEPS steps of 8 x 1024-token blocks, plus validation.
 TOKENS = 65536
 TOKEN_KEYS = {"train_tokens", "validation_tokens"}
@@ -40,9 +52,11 @@ FIRST_TWO_KEYS = {"lengths"}
 LAST_KEYS = {"untrained_sizes"}  # the last is the paper's own size
 
 
-def _cut(key: str, value: Any, batch_rows: int | None) -> Any:
+def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, rows: int, eval_rows: int) -> Any:
     if isinstance(value, dict):
-        return {k: _cut(k, v, batch_rows) for k, v in value.items()}
+        return {k: _cut(k, v, batch_rows, precision, rows, eval_rows) for k, v in value.items()}
+    if key == "precision" and precision is not None:
+        return precision
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, list):
@@ -58,7 +72,7 @@ def _cut(key: str, value: Any, batch_rows: int | None) -> Any:
             return value[:2]
         if key in LAST_KEYS:
             return value[-1:]
-        return [_cut(key, v, batch_rows) for v in value]
+        return [_cut(key, v, batch_rows, precision, rows, eval_rows) for v in value]
     if isinstance(value, int):
         if key == "batch_size" and batch_rows is not None:
             return min(value, batch_rows)
@@ -68,21 +82,26 @@ def _cut(key: str, value: Any, batch_rows: int | None) -> Any:
             return 1
         if key in ONE_KEYS:
             return min(value, 1)
+        if key in EVAL_ROW_KEYS:
+            return min(value, eval_rows)
         if key in ROW_KEYS:
-            return min(value, ROWS)
+            return min(value, rows)
         if key in TOKEN_KEYS:
             return min(value, TOKENS)
     return value
 
 
-def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None) -> dict[str, Any]:
+def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None,
+                     precision: str | None = None) -> dict[str, Any]:
     """`params` (one params file, as loaded) with each section's `paper` block cut for the rehearsal;
-    `batch_rows`: cut batch sizes too (None keeps the paper's)."""
+    `batch_rows`: cut batch sizes too, `precision`: every trainer's precision (None keeps the paper's)."""
     out = copy.deepcopy(params)
     for section, block in params.items():
         if isinstance(block, dict) and set(block) <= {"base", *PROFILES} and "paper" in block:
             merged = deep_merge(block.get("base") or {}, block.get("paper") or {})
-            out[section]["paper"] = _cut(section, merged, batch_rows)
+            rows = CORPUS_ROWS if section in CORPUS_SECTIONS else ROWS
+            eval_rows = rows if batch_rows is None or section in CORPUS_SECTIONS else EVAL_BATCHES * batch_rows
+            out[section]["paper"] = _cut(section, merged, batch_rows, precision, rows, eval_rows)
     if "profile" in out:
         out["profile"] = "paper"
     return out

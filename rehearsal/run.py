@@ -56,7 +56,7 @@ def copy_tree(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-def prepare(work: Path, batch_rows: int | None) -> None:
+def prepare(work: Path, batch_rows: int | None, precision: str | None) -> None:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -65,7 +65,8 @@ def prepare(work: Path, batch_rows: int | None) -> None:
     subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
     for name in PARAMS_FILES:
         path = work / name
-        path.write_text(yaml.safe_dump(rehearsal_params(yaml.safe_load(path.read_text()), batch_rows), sort_keys=False))
+        params = rehearsal_params(yaml.safe_load(path.read_text()), batch_rows, precision)
+        path.write_text(yaml.safe_dump(params, sort_keys=False))
     for lock in work.glob("**/dvc.lock"):
         lock.unlink()  # every stage runs, whatever the committed locks say
 
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standins", type=Path, default=ROOT / "data/rehearsal/standins")
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="cut every batch size to this many rows (default: the paper's batches)")
+    parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default=None,
+                        help="every trainer's precision (default: the paper's, bf16-mixed almost everywhere)")
     parser.add_argument("--out", type=Path, default=ROOT / "data/rehearsal/rehearsal.json")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(version)
     if args.batch_rows is not None and args.batch_rows < 1:
         parser.error(f"--batch-rows must be at least 1, got {args.batch_rows}")
-    prepare(args.work, args.batch_rows)
+    prepare(args.work, args.batch_rows, args.precision)
     logs = args.work / "rehearsal_logs"
     logs.mkdir()
     env = {**os.environ, "HYBRID_STANDINS": str(args.standins.resolve()), "PYTHONHASHSEED": "0",
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         for stage in stage_names(args.work / dvc_file):
             target = stage if pipeline == "root" else f"{dvc_file}:{stage}"
             record = run_stage(args.work, target, env, logs)
-            records.append({"pipeline": pipeline, "batch_rows": args.batch_rows, **record})
+            records.append({"pipeline": pipeline, "batch_rows": args.batch_rows, "precision": args.precision,
+                            **record})
             log.info("%s: %s s, peak %s MiB%s", target, record["seconds"], record["peak_pss_mib"],
                      "" if record["rc"] == 0 else f", FAILED (rc {record['rc']})")
             if record["rc"] != 0:

@@ -9,6 +9,9 @@ The layout is the one `common.standins` reads while `HYBRID_STANDINS=DIR` is set
   TinyStories' rows end with made-up words, so that the root tokenizer can learn its full
   vocabulary from them. FineWeb's validation is the first 50,000 rows of its train split, so those stand-ins hold
   50,000 rows more.
+- `datasets/<path>/<config>/<split>.parquet`: the data sets of BlackMamba's lm-eval tasks at `paper`
+  (HellaSwag, PIQA, WinoGrande, LAMBADA, ARC-Easy/Challenge, OpenBookQA), under the Hub path and
+  config the harness's task files name, in their schema, HARNESS_ROWS generated rows per split.
 - `models/<Hub id>/`: each checkpoint the `paper` profile loads, built from the real
   architecture's config (every width, depth, vocabulary and position count) with random weights,
   saved in the release's dtype with a tokenizer of the real length and special-token ids. The
@@ -47,6 +50,9 @@ from papers.manticore.instructions import generate_instructions
 log = logging.getLogger(__name__)
 
 N_ROWS = 600  # per split; every `paper` data count is cut below this by rehearsal.profile
+# Per split of each harness task: the `paper` zero-shot evaluation reads every document (no limit),
+# and a few exercise each task's prompt, choices and metric.
+HARNESS_ROWS = 8
 
 
 # ---- data sets, in each Hub schema ----
@@ -122,6 +128,51 @@ def dataset_splits(seed: int) -> dict[str, dict[str, datasets.Dataset]]:
             _cifar_rows(n, seed + i),
             features=datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(num_classes=10)}))
             for i, split in enumerate(("train", "test"))},
+    }
+
+
+def harness_splits(seed: int) -> dict[str, dict[str, datasets.Dataset]]:
+    """The lm-eval tasks' data sets, by `<Hub path>/<config>` as the harness's task files name them."""
+    rng = random.Random(seed)
+    n = HARNESS_ROWS
+    lines = [line.strip() + "." for story in _stories(40 * n, seed + 7) for line in story.split(".") if len(line) > 30]
+
+    def pick(k: int) -> list[str]:
+        return rng.sample(lines, k)
+
+    def lettered() -> dict:
+        return {"text": pick(4), "label": list("ABCD")}
+
+    def rows(make) -> dict[str, datasets.Dataset]:
+        splits = ("train", "validation", "test")
+        return {split: datasets.Dataset.from_list([make(i) for i in range(n)]) for split in splits}
+
+    def hellaswag(i: int) -> dict:
+        context = pick(1)[0]
+        return {"ind": i, "activity_label": "Stories", "ctx_a": context, "ctx_b": "then", "ctx": f"{context} then",
+                "endings": pick(4), "source_id": f"standin~{i}", "split": "val", "split_type": "indomain",
+                "label": str(rng.randrange(4))}
+
+    def winogrande(i: int) -> dict:
+        words = pick(1)[0].split()
+        k = rng.randrange(1, len(words) - 1)
+        return {"sentence": " ".join([*words[:k], "_", *words[k + 1:]]), "option1": words[k],
+                "option2": rng.choice(words), "answer": rng.choice(["1", "2"])}
+
+    def arc(i: int) -> dict:
+        return {"id": f"standin-{i}", "question": pick(1)[0], "choices": lettered(),
+                "answerKey": rng.choice("ABCD")}
+
+    return {
+        "Rowan/hellaswag/default": rows(hellaswag),
+        "baber/piqa/default": rows(lambda i: {"goal": pick(1)[0], "sol1": pick(1)[0], "sol2": pick(1)[0],
+                                              "label": rng.randrange(2)}),
+        "allenai/winogrande/winogrande_xl": rows(winogrande),
+        "EleutherAI/lambada_openai/default": rows(lambda i: {"text": " ".join(pick(3))}),
+        "allenai/ai2_arc/ARC-Easy": rows(arc),
+        "allenai/ai2_arc/ARC-Challenge": rows(arc),
+        "allenai/openbookqa/main": rows(lambda i: {"id": f"standin-{i}", "question_stem": pick(1)[0],
+                                                   "choices": lettered(), "answerKey": rng.choice("ABCD")}),
     }
 
 
@@ -242,7 +293,7 @@ CHECKPOINTS = {c.hub_id: c for c in (
 def write_standins(out: Path, seed: int = 0, only: set[str] | None = None) -> None:
     """Write the stand-ins named in `only` (data set source names and Hub ids; all if None)."""
     datasets.disable_progress_bars()
-    for source, splits in dataset_splits(seed).items():
+    for source, splits in {**dataset_splits(seed), **harness_splits(seed)}.items():
         if only is None or source in only:
             with atomic_dir(out / "datasets" / source) as tmp:
                 for split, rows in splits.items():
@@ -266,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="+", help="data set source names and Hub ids to write (default: all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    known = [*HUB_SOURCES, *HUB_CLASSIFICATION_SOURCES, *CHECKPOINTS]
+    known = [*HUB_SOURCES, *HUB_CLASSIFICATION_SOURCES, *harness_splits(args.seed), *CHECKPOINTS]
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:
         parser.error(f"--only {unknown[0]}: no such stand-in; allowed: {', '.join(known)}")

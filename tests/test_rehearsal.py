@@ -138,7 +138,7 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
             elif key in profile.STEP_KEYS and isinstance(b, int):
                 assert b <= profile.STEPS
             elif key in profile.ROW_KEYS and isinstance(b, int):
-                assert b <= profile.ROWS
+                assert b <= (profile.CORPUS_ROWS if name in profile.CORPUS_SECTIONS else profile.ROWS)
             elif key == "seeds" and b is not None:
                 assert len(b) == 1
     if "profile" in params:
@@ -146,13 +146,33 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
     batches = [(path, b) for section in _paper_sections(rehearsal_params(params, batch_rows=2)).values()
                for path, b in _walk(section) if path[-1] == "batch_size"]
     assert all(b is None or b <= 2 for _, b in batches)
+    held_out = [(name, b) for name, section in _paper_sections(rehearsal_params(params, batch_rows=2)).items()
+                if name not in profile.CORPUS_SECTIONS
+                for path, b in _walk(section) if path[-1] in profile.EVAL_ROW_KEYS]
+    assert all(b <= profile.EVAL_BATCHES * 2 for _, b in held_out)
+    cut = _paper_sections(rehearsal_params(params, precision="32-true")).values()
+    precisions = [(path, b) for section in cut for path, b in _walk(section) if path[-1] == "precision"]
+    assert all(b == "32-true" for _, b in precisions)
 
 
 def test_rehearsal_rows_fit_every_paper_batch_and_every_standin():
     from rehearsal.standins import N_ROWS
     batches = [v for f in PARAMS_FILES for section in _paper_sections(yaml.safe_load((ROOT / f).read_text())).values()
                for path, v in _walk(section) if path[-1] == "batch_size" and isinstance(v, int)]
-    assert max(batches) <= profile.ROWS <= N_ROWS
+    assert max(batches) <= profile.ROWS <= profile.CORPUS_ROWS <= N_ROWS
+
+
+def test_the_rehearsal_corpus_holds_what_the_specialists_draw_from_it():
+    """The specialists stage draws its held-out stories and its training stories from the corpus's
+    validation split: the rehearsal's cut corpus must hold both (it did not, at ROWS for all)."""
+    from papers.manticore.specialists import SpecialistsConfig
+
+    root = _paper_sections(rehearsal_params(yaml.safe_load((ROOT / "params.yaml").read_text())))
+    manticore = _paper_sections(rehearsal_params(yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())))
+    cfg = SpecialistsConfig(**{k: v for k, v in manticore["specialists"].items()
+                               if k in ("n_train", "n_validation", "fraction_instructions")})
+    need = cfg.n_validation + cfg.n_train - round(cfg.n_train * cfg.fraction_instructions)
+    assert need <= root["stories"]["n_validation"]
 
 
 # --- the runner ------------------------------------------------------------------------------
