@@ -24,6 +24,7 @@ from pathlib import Path
 from common.errors import DataError
 
 ENV = "HYBRID_STANDINS"
+REWRITE = "rewrite the stand-ins with `python -m rehearsal.standins`"
 log = logging.getLogger(__name__)
 _announced: set[str] = set()
 
@@ -52,8 +53,7 @@ def model_source(repo: str) -> str:
         return repo
     path = root / "models" / repo
     if not (path / "config.json").is_file():
-        raise DataError(f"{ENV}: no stand-in for {repo} (expected {path}/config.json); "
-                        "rewrite the stand-ins with `python -m rehearsal.standins`")
+        raise DataError(f"{ENV}: no stand-in for {repo} (expected {path}/config.json); {REWRITE}")
     _announce(repo, path)
     return str(path)
 
@@ -65,8 +65,7 @@ def dataset_file(source: str, split: str) -> str | None:
         return None
     path = root / "datasets" / source / f"{split}.parquet"
     if not path.is_file():
-        raise DataError(f"{ENV}: no stand-in for the {source} data set's {split} split (expected {path}); "
-                        "rewrite the stand-ins with `python -m rehearsal.standins`")
+        raise DataError(f"{ENV}: no stand-in for the {source} data set's {split} split (expected {path}); {REWRITE}")
     _announce(f"{source}/{split}", path)
     return str(path)
 
@@ -91,8 +90,8 @@ def harness_datasets() -> Iterator[None]:
         directory = root / "datasets" / path / (name or "default")
         files = sorted(directory.glob("*.parquet"))
         if not files:
-            raise DataError(f"{ENV}: no stand-in for the harness data set {path} ({name or 'default'}); expected "
-                            f"{directory}/<split>.parquet; rewrite the stand-ins with `python -m rehearsal.standins`")
+            raise DataError(f"{ENV}: no stand-in for the harness data set {path} ({name or 'default'}); "
+                            f"expected {directory}/<split>.parquet; {REWRITE}")
         _announce(f"{path}/{name or 'default'}", directory)
         return real("parquet", data_files={f.stem: str(f) for f in files})
 

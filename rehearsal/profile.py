@@ -10,8 +10,7 @@ a slow rehearsal, never as a wrong one.
 `batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
 hours per step on 2 CPU cores (BlackMamba's 32 x 2048 tokens most), and a batch of 2 still has a
 batch dimension that a squeeze or a reshape could get wrong. `precision` replaces every trainer's
-precision: on this machine's CPU, bf16 matrix products run about 4 times slower than fp32, and
-the paper's `bf16-mixed` is a GPU setting.
+precision (the paper's `bf16-mixed` is a GPU setting).
 """
 
 from __future__ import annotations

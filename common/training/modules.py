@@ -46,8 +46,7 @@ def check_batch_fits(net: nn.Module, input_ids: torch.Tensor, vocab_size: int, f
     if low < 0 or high >= vocab_size:
         raise DataError(f"the data holds token ids {low}..{high}, but the model's vocabulary has {vocab_size} "
                         f"(ids 0..{vocab_size - 1}): tokenize with the tokenizer the model was built for")
-    window = getattr(getattr(net, "cfg", None), "n_ctx", None)
-    if full_window and getattr(net, "position_weights", False) and input_ids.shape[1] < window:
+    if full_window and getattr(net, "position_weights", False) and input_ids.shape[1] < (window := net.cfg.n_ctx):
         raise DataError(f"rows of {input_ids.shape[1]} tokens are shorter than the model's window n_ctx={window}, "
                         "and the model has weights per position that would never train: tokenize rows of "
                         f"{window} tokens, or build the model with n_ctx={input_ids.shape[1]}")
