@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -125,6 +127,39 @@ def test_the_harness_finds_the_registered_model(model, tokenizer, tmp_path, smok
         f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}")
     (logprob, _), = adapter.loglikelihood([request("loglikelihood", "The cat", " sat")])
     assert logprob == pytest.approx(by_hand(model, tokenizer, "The cat", " sat")[0], abs=1e-4)
+
+
+def test_model_args_name_what_is_wrong(smoke_data):
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ValueError, match=r"^hybrid-lm model_args: unknown pretrained; missing model; allowed: "):
+        get_model("hybrid-lm").create_from_arg_obj({"pretrained": "x", "tokenizer": str(smoke_data["tokenizer"])})
+
+
+@pytest.mark.slow
+def test_the_harness_cli_scores_local_tasks_as_the_python_api_does(model, tokenizer, smoke_data, tmp_path):
+    """`python -m common.eval.lm_eval_cli run --model hybrid-lm ...` as the README writes it, against
+    `evaluate` in this process on the same saved model and tasks."""
+    import datasets
+
+    from common.models.lm import save_language_model
+
+    stories = list(datasets.load_from_disk(str(smoke_data["stories"]))["validation"])
+    names = write_story_tasks(stories, tmp_path / "tasks", n=6, seed=0)
+    save_language_model(model, tmp_path / "m")
+    cli = subprocess.run([sys.executable, "-m", "common.eval.lm_eval_cli", "run", "--model", "hybrid-lm",
+                          "--model_args", f"model={tmp_path / 'm'},tokenizer={smoke_data['tokenizer']}",
+                          "--tasks", *names, "--include_path", str(tmp_path / "tasks"),
+                          "--output_path", str(tmp_path / "out"), "--batch_size", "4", "--seed", "0"],
+                         capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    (results_file,) = (tmp_path / "out").rglob("results_*.json")
+    from_cli = json.loads(results_file.read_text())["results"]
+    from_api = evaluate(LanguageModelEval(model, tokenizer), names, include_path=tmp_path / "tasks")["results"]
+    for name in names:
+        numbers = {k: v for k, v in from_api[name].items() if isinstance(v, float) and "stderr" not in k}
+        assert numbers, from_api[name]
+        assert {k: from_cli[name][k] for k in numbers} == pytest.approx(numbers, abs=1e-6)
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ written by `save_language_model` and a tokenizer directory:
     lm_eval.simple_evaluate(model="hybrid-lm", tasks=["hellaswag"],
                             model_args="model=data/blackmamba/models/blackmamba,tokenizer=data/tokenizer")
 
+From the harness's own command line, `python -m common.eval.lm_eval_cli` registers it first (see there).
+
 The adapter answers the harness's three request types:
 
 - `loglikelihood(context, continuation)`: the summed log-probability of the continuation's tokens
@@ -27,6 +29,7 @@ The harness is imported lazily: the rest of the library does not need it.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 import torch
@@ -58,16 +61,35 @@ class LanguageModelEval(_HarnessLM):
         self.n_ctx = model.cfg.n_ctx
 
     @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> LanguageModelEval:
-        """`model=<save_language_model directory>,tokenizer=<tokenizer directory>`. Requests are scored
-        one at a time, so the harness's batch size is ignored."""
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None) -> LanguageModelEval:
+        """`model_args` as the harness's CLI and `simple_evaluate` pass them: `model` (a
+        `save_language_model` directory), `tokenizer` (a tokenizer directory) and optionally
+        `max_gen_toks`. Of the harness's own settings only `device` is used: requests are scored one
+        at a time, so its batch sizes are ignored."""
         from common.data.tokenizer import load_tokenizer
         from common.models.lm import load_language_model
 
-        args = dict(item.split("=", 1) for item in arg_string.split(",") if item)
-        if "model" not in args or "tokenizer" not in args:
-            raise ValueError(f"hybrid-lm needs model=<dir>,tokenizer=<dir>; got {arg_string!r}")
-        return cls(load_language_model(args["model"]), load_tokenizer(args["tokenizer"]))
+        allowed = {"model", "tokenizer", "max_gen_toks"}
+        unknown, missing = sorted(set(arg_dict) - allowed), sorted({"model", "tokenizer"} - set(arg_dict))
+        problems = [f"{what} {', '.join(keys)}" for what, keys in (("unknown", unknown), ("missing", missing)) if keys]
+        if problems:
+            raise ValueError(f"hybrid-lm model_args: {'; '.join(problems)}; "
+                             "allowed: model=<dir>, tokenizer=<dir>, max_gen_toks=<int>")
+        model = load_language_model(arg_dict["model"])
+        device = (additional_config or {}).get("device")
+        # The harness's CLI asks for cuda unless told otherwise; like its own `hf` model, use the CPU
+        # when there is no GPU.
+        if device and device.startswith("cuda") and not torch.cuda.is_available():
+            logging.getLogger(__name__).warning("hybrid-lm: device %s is not available; using the CPU", device)
+        elif device:
+            model = model.to(device)
+        return cls(model, load_tokenizer(arg_dict["tokenizer"]), int(arg_dict.get("max_gen_toks", 64)))
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> LanguageModelEval:
+        """`model=<dir>,tokenizer=<dir>[,max_gen_toks=<int>]`; see `create_from_arg_obj`."""
+        args = dict(item.split("=", 1) if "=" in item else (item, "") for item in arg_string.split(",") if item)
+        return cls.create_from_arg_obj(args, additional_config)
 
     # -- scoring ----------------------------------------------------------------------------------
 

@@ -68,13 +68,17 @@ def _task_yaml(name: str, data_file: Path, output_type: str) -> dict:
 
 
 def write_story_tasks(stories: list[dict], out_dir: str | Path, n: int, seed: int) -> list[str]:
-    """Write the tasks for up to `n` stories each; returns the task names."""
+    """Write the tasks for up to `n` stories each; returns the task names.
+
+    Each task's YAML names its data file under `out_dir` as given: a relative `out_dir` (the stage's)
+    gives paths that the harness resolves from its working directory, the repository root, so the
+    written tasks do not depend on where the checkout lives."""
     rng = random.Random(seed)
     pool = list(stories)
     rng.shuffle(pool)
     tasks = {"stories_cloze": ([item for s in pool if (item := cloze_item(s))][:n], "loglikelihood"),
              "stories_next_line": (next_line_items(pool[:4 * n], rng)[:n], "multiple_choice")}
-    out_dir = Path(out_dir).resolve()
+    out_dir = Path(out_dir)
     with atomic_dir(out_dir) as tmp:
         for name, (items, output_type) in tasks.items():
             with open(tmp / f"{name}.jsonl", "w") as handle:
