@@ -15,7 +15,7 @@ export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-slow rehearse bench lock clean-venv
+.PHONY: install repro test test-slow notebooks rehearse bench lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Execute every notebook on the committed results and save it with its outputs, which are committed
+# (tests/test_notebooks.py fails when they no longer match the results).
+notebooks: $(STAMP)
+	cd notebooks && ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace *.ipynb
 
 # The `paper` profile end to end on CPU, at the paper's shapes, on local stand-ins for the Hub, in a
 # throwaway copy under data/rehearsal/ (committed results and locks are left alone), in batches of 2 rows
