@@ -1,0 +1,1 @@
+"""Tools about reruns of the pipelines: whether two runs agree (`python -m reruns.compare --help`)."""

@@ -1,0 +1,46 @@
+"""`python -m reruns.compare`: two checkouts' outputs agree outside timing, and every other
+difference is reported."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+import yaml
+from safetensors.torch import save_file
+
+from reruns.compare import main
+
+
+def checkout(root, results: dict, weights: torch.Tensor, table: str):
+    (root / "results").mkdir(parents=True)
+    (root / "data/run").mkdir(parents=True)
+    (root / "results/r.json").write_text(json.dumps(results))
+    save_file({"w": weights}, root / "data/run/model.safetensors")
+    (root / "results/table.md").write_text(table)
+    outs = [{"path": p, "md5": "x"} for p in ("results/r.json", "data/run", "results/table.md")]
+    (root / "dvc.lock").write_text(yaml.safe_dump({"stages": {"s": {"outs": outs}}}))
+    return root
+
+
+def run(tmp_path, capsys, other_results, other_weights, other_table="| a |"):
+    results = {"loss": 1.5, "elapsed_s": 3.0, "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]}
+    here = checkout(tmp_path / "a", results, torch.ones(3), "| a |")
+    other = checkout(tmp_path / "b", other_results, other_weights, other_table)
+    status = main([str(other), "--here", str(here), "--pipelines", "dvc.yaml"])
+    return status, capsys.readouterr().out
+
+
+def test_timing_fields_and_timing_claims_may_differ(tmp_path, capsys):
+    status, out = run(tmp_path, capsys, {"loss": 1.5, "elapsed_s": 9.0, "claims": [{"id": "fig5-flat-latency",
+                                                                                    "ours": 7.0}]}, torch.ones(3))
+    assert status == 0 and "2 outputs identical, 1 differ only in timing (results/r.json), 0 disagreements" in out
+
+
+def test_a_result_weights_or_other_file_that_differs_is_a_disagreement(tmp_path, capsys):
+    status, out = run(tmp_path, capsys, {"loss": 1.25, "elapsed_s": 3.0,
+                                         "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]},
+                      torch.tensor([1.0, 1.0, 1.5]), "| b |")
+    assert status == 1
+    assert "results/r.json: 1 differing values outside timing (loss)" in out
+    assert "data/run/model.safetensors: weights differ" in out and "results/table.md: bytes differ" in out
