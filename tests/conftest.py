@@ -66,3 +66,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def smoke_root_repro(tmp_path_factory) -> tuple[Path, str]:
+    """A throwaway copy of this checkout at the smoke profile after its first `dvc repro` of the root
+    pipeline: (repository, that run's stdout)."""
+    from tests.test_dvc import _run, copy_checkout
+
+    repo = copy_checkout(tmp_path_factory.mktemp("repo"), profile="smoke")
+    return repo, _run([sys.executable, "-m", "dvc", "repro"], repo).stdout

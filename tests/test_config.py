@@ -82,7 +82,9 @@ def test_profiles_merge_base_and_reject_unknowns():
 
 def stage_sections(folder: Path) -> dict[str, type]:
     """Section -> config class, for every stage module in `folder` that calls
-    `load_stage(args.params, "<section>", <Class>)`."""
+    `load_stage(args.params, "<section>", <Class>)` or `load_paper_stage(...)` (which also reads the
+    paper's shared `models` section), and for Masked Mixers' `compare`, which reads the section its
+    `--section` names."""
     import importlib
     import re
 
@@ -91,23 +93,44 @@ def stage_sections(folder: Path) -> dict[str, type]:
     found = {}
     for path in sorted(folder.glob("*.py")):
         module = None
-        for section, cls in re.findall(r'load_stage\(args\.params, "(\w+)", (\w+)\)', path.read_text()):
+        for loader, section, cls in re.findall(r'(load_stage|load_paper_stage)\(args\.params, "(\w+)", (\w+)\)',
+                                               path.read_text()):
             module = module or importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
             found[section] = getattr(module, cls)
+            if loader == "load_paper_stage":
+                from papers.masked_mixers.models import ModelsConfig
+
+                found["models"] = ModelsConfig
+    if folder.name == "masked_mixers":
+        from papers.masked_mixers.compare import SECTIONS, CompareConfig
+
+        found.update(dict.fromkeys(SECTIONS, CompareConfig))
     return found
 
 
-@pytest.mark.parametrize("where", ["common/stages", "papers/blackmamba", "papers/manticore"])
-def test_repository_params_validate_for_every_profile(where):
-    """Every section of a pipeline's params file is read by one of its stages and builds for every
-    profile (catches typos in the paper blocks, which no test run reaches)."""
+PIPELINE_FOLDERS = {"params.yaml": "common/stages", "papers/blackmamba/params.yaml": "papers/blackmamba",
+                    "papers/manticore/params.yaml": "papers/manticore",
+                    "papers/masked_mixers/params.yaml": "papers/masked_mixers"}
+
+
+def validate_params_files(root: Path) -> None:
+    """Every section of every pipeline's params file under `root` builds its stage's config at every
+    profile; the first error raises (a `ConfigError` naming the key)."""
     from common.config import PROFILES
     from tests.conftest import ROOT
 
-    params_file = ROOT / ("params.yaml" if where == "common/stages" else f"{where}/params.yaml")
-    params = load_yaml(params_file)
-    sections = stage_sections(ROOT / where)
-    assert set(params) - {"profile"} == set(sections), "every params section must be read by a stage"
-    for profile in PROFILES:
-        for section, cls in sections.items():
-            stage_config(params, section, cls, profile)
+    for params_file, folder in PIPELINE_FOLDERS.items():
+        params = load_yaml(root / params_file)
+        sections = stage_sections(ROOT / folder)
+        assert set(params) - {"profile"} == set(sections), f"{params_file}: every section must be read by a stage"
+        for profile in PROFILES:
+            for section, cls in sections.items():
+                stage_config(params, section, cls, profile)
+
+
+def test_repository_params_validate_for_every_profile():
+    """Every section of every pipeline's params file is read by one of its stages and builds for every
+    profile (catches typos in the paper blocks, which no test run reaches)."""
+    from tests.conftest import ROOT
+
+    validate_params_files(ROOT)

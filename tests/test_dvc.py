@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -45,15 +44,10 @@ def copy_checkout(repo: Path, profile: str) -> Path:
     return repo
 
 
-@pytest.fixture(scope="module")
-def smoke_repo(tmp_path_factory) -> Path:
-    return copy_checkout(tmp_path_factory.mktemp("repo"), profile="smoke")
-
-
-def test_repro_runs_every_root_stage_then_nothing(smoke_repo):
-    first = _run([sys.executable, "-m", "dvc", "repro"], smoke_repo)
+def test_repro_runs_every_root_stage_then_nothing(smoke_root_repro):
+    smoke_repo, first = smoke_root_repro
     for stage in ("generate_stories", "train_tokenizer", "tokenize", "lm_baseline", "mad_suite", "lra_generate"):
-        assert f"Running stage '{stage}'" in first.stdout, first.stdout[-2000:]
+        assert f"Running stage '{stage}'" in first, first[-2000:]
     for out in ("data/stories/manifest.json", "data/tokenizer/tokenizer.json",
                 "data/tokenized/padded/manifest.json", "results/lm_baseline.json", "results/lm_baseline_loss.png"):
         assert (smoke_repo / out).is_file(), out

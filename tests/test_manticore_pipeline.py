@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.test_dvc import _run, copy_checkout
+from tests.test_readme_commands import examples
 
 RESULTS = "papers/manticore/results"
 
@@ -87,3 +90,10 @@ def test_committed_readme_matches_the_committed_results():
 
     readme = (ROOT / "papers/manticore/README.md").read_text()
     assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.manticore.report`"
+
+
+def test_the_readme_python_example_runs_on_the_pipelines_components(repro):
+    repo, _ = repro
+    (block,) = [e for e in examples(ROOT / "papers/manticore/README.md") if e.language == "python"]
+    result = subprocess.run([sys.executable, "-c", block.text], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
