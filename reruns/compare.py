@@ -23,15 +23,15 @@ from pathlib import Path
 import yaml
 
 TIMING = re.compile(r"elapsed|seconds|(^|_)s$|per_s|ms_per|speedup|latency|throughput|faster", re.I)
-MEMORY = re.compile(r"bytes|mib|memory", re.I)  # measured, but deterministic: must agree even in a timing file
+MEMORY = re.compile(r"bytes|mib|memory", re.I)  # sizes in a timing file (a cache's bytes) must still agree
 PIPELINES = ["dvc.yaml", "papers/blackmamba/dvc.yaml", "papers/manticore/dvc.yaml", "papers/masked_mixers/dvc.yaml"]
 
 
-def locked_outputs(checkout: Path, pipeline: str) -> dict[str, str]:
-    """Output path -> hash recorded in the pipeline's lock file."""
+def locked_outputs(checkout: Path, pipeline: str) -> set[str]:
+    """The output paths that the pipeline's lock file lists."""
     lock = checkout / Path(pipeline).with_suffix(".lock")
     stages = yaml.safe_load(lock.read_text())["stages"] if lock.is_file() else {}
-    return {out["path"]: out.get("md5", "") for stage in stages.values() for out in stage.get("outs", [])}
+    return {out["path"] for stage in stages.values() for out in stage.get("outs", [])}
 
 
 def json_leaves(value, path=(), timed=False):
@@ -51,10 +51,12 @@ def compare_json(a: Path, b: Path) -> tuple[list[str], int]:
     """(differing leaves outside timing, number of differing timing leaves). In a file that measures
     time (`latency.json`), every leaf is timing except memory sizes."""
     timed_file = bool(TIMING.search(a.stem))
-    left = {p: (v, t or timed_file and not MEMORY.search(str(p[-1])))
-            for p, v, t in json_leaves(json.loads(a.read_text()))}
-    right = {p: (v, t or timed_file and not MEMORY.search(str(p[-1])))
-             for p, v, t in json_leaves(json.loads(b.read_text()))}
+
+    def leaves(path: Path) -> dict:
+        return {p: (v, t or timed_file and not MEMORY.search(str(p[-1])))
+                for p, v, t in json_leaves(json.loads(path.read_text()))}
+
+    left, right = leaves(a), leaves(b)
     differing = [p for p in left.keys() | right.keys() if left.get(p, (None,))[0] != right.get(p, (None,))[0]]
     timed = [p for p in differing if left.get(p, right.get(p))[1]]
     return sorted(".".join(map(str, p)) for p in differing if p not in timed), len(timed)
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     disagreements = 0
     for pipeline in args.pipelines:
-        outputs = sorted(set(locked_outputs(args.here, pipeline)) | set(locked_outputs(args.other, pipeline)))
+        outputs = sorted(locked_outputs(args.here, pipeline) | locked_outputs(args.other, pipeline))
         findings = {path: compare_output(args.here, args.other, path) for path in outputs}
         timing = [path for path, found in findings.items() if found and set(found) == {"timing"}]
         problems = [f for found in findings.values() for f in found if f != "timing"]

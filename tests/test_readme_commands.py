@@ -18,8 +18,6 @@ gets exactly one treatment here, or this test fails and asks for one:
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import re
 import shlex
 import shutil
@@ -33,6 +31,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.test_config import PIPELINE_FOLDERS, validate_params_files
 from tests.test_dvc import _run
+from tests.test_stage_cli import parse_only
 
 READMES = [ROOT / "README.md", *sorted((ROOT / "papers").glob("*/README.md"))]
 PAPERS = sorted(path.parent.name for path in (ROOT / "papers").glob("*/dvc.yaml"))
@@ -53,7 +52,7 @@ PYTHON_SKIPPED = {
 PARSED_ONLY = {"rehearsal.run"}  # `python -m` tools that run too long to run here: parsed only
 # `python -m` commands that read what a paper's pipeline makes, run with the same arguments by a named test
 COVERED = {"common.eval.lm_eval_cli": "tests/test_lm_eval_adapter.py::test_the_harness_cli_scores_local_tasks_as_the_"
-                                      "python_api_does"}
+                                      "python_api_does (make test-slow)"}
 
 
 @dataclass(frozen=True)
@@ -116,25 +115,6 @@ def check_overrides(values: list[str], scratch: Path) -> None:
         assert path in PIPELINE_FOLDERS, f"-S names {path}, which is not a params file"
         apply_overrides(scratch / path, patterns)
     validate_params_files(scratch)
-
-
-def parse_only(module: str, argv: list[str]) -> argparse.Namespace:
-    """The module's own parser on argv, stopping before it does anything."""
-    parse = argparse.ArgumentParser.parse_args
-
-    class Parsed(Exception):
-        pass
-
-    def parse_then_stop(self, args=None, namespace=None):
-        raise Parsed(parse(self, args, namespace))
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
-        try:
-            importlib.import_module(module).main(argv)
-        except Parsed as parsed:
-            return parsed.args[0]
-    raise AssertionError(f"{module}.main never parsed its arguments")
 
 
 def expand(words: list[str]) -> list[list[str]]:

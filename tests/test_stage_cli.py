@@ -31,22 +31,29 @@ def stages() -> list[tuple[str, str, list[str]]]:
 STAGES = stages()
 
 
-class Parsed(Exception):
-    pass
-
-
-@pytest.mark.parametrize(("stage", "module", "argv"), STAGES, ids=[s[0] for s in STAGES])
-def test_the_dvc_command_gives_every_required_argument(stage, module, argv, monkeypatch):
-    """Parse the command's arguments with the stage's own parser, and stop right there."""
+def parse_only(module: str, argv: list[str]) -> argparse.Namespace:
+    """`module.main(argv)` up to its own parser's result, stopping before it does anything."""
     parse = argparse.ArgumentParser.parse_args
+
+    class Parsed(Exception):
+        pass
 
     def parse_then_stop(self, args=None, namespace=None):
         raise Parsed(parse(self, args, namespace))
 
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
-    with pytest.raises(Parsed) as parsed:
-        importlib.import_module(module).main(argv)
-    assert all(value is not None for value in vars(parsed.value.args[0]).values())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+        try:
+            importlib.import_module(module).main(argv)
+        except Parsed as parsed:
+            return parsed.args[0]
+    raise AssertionError(f"{module}.main never parsed its arguments")
+
+
+@pytest.mark.parametrize(("stage", "module", "argv"), STAGES, ids=[s[0] for s in STAGES])
+def test_the_dvc_command_gives_every_required_argument(stage, module, argv):
+    """Parse the command's arguments with the stage's own parser, and stop right there."""
+    assert all(value is not None for value in vars(parse_only(module, argv)).values())
 
 
 def imported_modules(path: Path) -> set[str]:
