@@ -52,7 +52,11 @@ PYTHON_SKIPPED = {
 PARSED_ONLY = {"rehearsal.run"}  # `python -m` tools that run too long to run here: parsed only
 # `python -m` commands that read what a paper's pipeline makes, run with the same arguments by a named test
 COVERED = {"common.eval.lm_eval_cli": "tests/test_lm_eval_adapter.py::test_the_harness_cli_scores_local_tasks_as_the_"
-                                      "python_api_does (make test-slow)"}
+                                      "python_api_does (make test-slow)",
+           "common.models.hf_causal_lm": "tests/test_hf_causal_lm.py::test_the_export_command_writes_a_pipeline_"
+                                         "model_for_transformers",
+           "lm_eval": "tests/test_hf_causal_lm.py::test_lm_eval_hf_model_scores_a_saved_model_from_its_own_cli "
+                      "(make test-slow)"}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ GPT-NeoX and Llama checkpoints (or their state dicts) into our `LanguageModel`."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -82,13 +83,16 @@ def language_model_from_hf(source) -> LanguageModel:
     """
     from transformers import AutoModelForCausalLM, PreTrainedModel
 
-    from common.models.lm import LanguageModel, LMConfig
+    from common.models.lm import LanguageModel, LMConfig, check_model_type
 
+    if isinstance(source, (str, Path)):
+        check_model_type(source, *_HF_PARTS, other_loader="common.models.mamba.mamba_lm_from_hf")
     hf = source if isinstance(source, PreTrainedModel) else AutoModelForCausalLM.from_pretrained(str(source))
     config = hf.config
     family = config.model_type
     if family not in _HF_PARTS:
-        raise ValueError(f"unsupported Hugging Face model type {family!r}; supported: {', '.join(_HF_PARTS)}")
+        raise ConfigError(f"unsupported Hugging Face model type {family!r}; supported: {', '.join(_HF_PARTS)}"
+                          + ("; for Mamba use common.models.mamba.mamba_lm_from_hf" if family == "mamba" else ""))
     embed, positions, layers, final_norm, head = _HF_PARTS[family]
     n_layers = config.num_hidden_layers if family != "gpt_neo" else config.num_layers
     eps = getattr(config, "rms_norm_eps", None) or getattr(config, "layer_norm_eps", None) or config.layer_norm_epsilon

@@ -200,6 +200,27 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float, top_k
 # --- saving and loading ---------------------------------------------------------------------------
 
 FORMAT = "language-model"
+HF_MODEL_TYPE = "hybrid_lm"  # a `transformers` directory written by `hf_causal_lm.save_pretrained`
+
+
+def check_model_type(path: str | Path, *expected: str, other_loader: str) -> None:
+    """Refuse, in one line, a Hugging Face directory whose `model_type` a loader cannot read (the
+    Auto classes would build some other architecture, or a random model around stray weights), and
+    name the loader that reads it. A Hub id (no such local directory) is left to `transformers`."""
+    if not Path(path).is_dir():
+        return
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        raise DataError(f"{path}: no config.json (expected a Hugging Face model directory)")
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{config}: not valid JSON ({err})") from None
+    if model_type in expected:
+        return
+    loader = "common.models.lm.load_language_model" if model_type in (None, HF_MODEL_TYPE) else other_loader
+    raise DataError(f"{config}: model_type {model_type!r}, expected {' or '.join(map(repr, expected))}; "
+                    f"load it with {loader}")
 
 
 def save_language_model(model: LanguageModel, path: str | Path) -> Path:
@@ -217,17 +238,25 @@ def save_language_model(model: LanguageModel, path: str | Path) -> Path:
 
 
 def load_language_model(path: str | Path) -> LanguageModel:
-    """Read back `save_language_model`'s directory, checking every tensor name and shape."""
+    """Read back `save_language_model`'s directory, checking every tensor name and shape, in the
+    dtype it was saved in. A `transformers` directory of ours (`hf_causal_lm.save_pretrained`) loads too."""
     from safetensors.torch import load_file
 
     path = Path(path)
     if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise DataError(f"{path}: expected config.json and model.safetensors (written by save_language_model)")
     raw = json.loads((path / "config.json").read_text())
-    if raw.get("format") != FORMAT:
-        raise DataError(f"{path}/config.json: not a {FORMAT} directory (format={raw.get('format')!r})")
+    hf_format = raw.get("model_type") == HF_MODEL_TYPE
+    if raw.get("format") != FORMAT and not hf_format:
+        loader = {"mamba": "common.models.mamba.mamba_lm_from_hf"}.get(
+            raw.get("model_type"), "common.models.hf.language_model_from_hf")
+        kind = f"a Hugging Face {raw['model_type']!r} model; load it with {loader}" if "model_type" in raw \
+            else f"format={raw.get('format')!r}"
+        raise DataError(f"{path}/config.json: not a {FORMAT} directory ({kind})")
     model = LanguageModel(from_dict(LMConfig, raw["lm_config"], where=f"{path}/config.json:lm_config"))
     state = load_file(str(path / "model.safetensors"))
+    if hf_format:  # the wrapper keeps this model's tensors under `model.`
+        state = {key.removeprefix("model."): value for key, value in state.items()}
     if model.cfg.tie_embeddings and "embed.weight" in state:
         state["head.weight"] = state["embed.weight"]
     expected = model.state_dict()
@@ -237,5 +266,6 @@ def load_language_model(path: str | Path) -> LanguageModel:
     for key, value in state.items():
         if value.shape != expected[key].shape:
             raise DataError(f"{path}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}")
-    model.load_state_dict(state)
+    # Built in float32; a checkpoint saved in bfloat16 stays bfloat16.
+    model.to(state["embed.weight"].dtype).load_state_dict(state)
     return model.eval()

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from common.blocks.mamba import mamba_kwargs_from_mixer, mamba_mixer_state_dict
-from common.models.lm import LanguageModel, LMConfig
+from common.models.lm import LanguageModel, LMConfig, check_model_type
 
 
 def mamba_language_model(vocab_size: int, d_model: int, n_layers: int, norm_eps: float = 1e-5,
@@ -75,6 +75,7 @@ def mamba_lm_from_hf(path_or_model, **mamba_kwargs) -> LanguageModel:
     if isinstance(path_or_model, (str, Path)):
         from transformers import MambaForCausalLM
 
+        check_model_type(path_or_model, "mamba", other_loader="common.models.hf.language_model_from_hf")
         path_or_model = MambaForCausalLM.from_pretrained(path_or_model)
     hf = path_or_model
     cfg = hf.config
