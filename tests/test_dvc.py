@@ -56,3 +56,36 @@ def test_repro_runs_every_root_stage_then_nothing(smoke_root_repro):
     # The root pipeline only: the papers' pipelines have not run here.
     status = _run([sys.executable, "-m", "dvc", "status", "dvc.yaml"], smoke_repo)
     assert "up to date" in status.stdout
+
+
+def committed_outputs(dvc_file: Path) -> list[tuple[str, dict]]:
+    """(path, options) of every output that git holds (`cache: false`) in one dvc.yaml."""
+    stages = yaml.safe_load(dvc_file.read_text())["stages"]
+    return [(path, options) for stage in stages.values()
+            for key in ("outs", "metrics", "plots") for entry in stage.get(key, []) if isinstance(entry, dict)
+            for path, options in entry.items() if options and options.get("cache") is False]
+
+
+def test_every_committed_result_persists():
+    """DVC deletes a stage's outputs before it runs the command unless they are `persist: true`; the
+    stages write every output atomically, so with it a stage that fails leaves the results it would
+    have replaced."""
+    dvc_files = [ROOT / "dvc.yaml", *sorted(ROOT.glob("papers/*/dvc.yaml"))]
+    outputs = [(f.relative_to(ROOT), path, options) for f in dvc_files for path, options in committed_outputs(f)]
+    assert len(outputs) > 40
+    assert [(str(f), path) for f, path, options in outputs if not options.get("persist")] == []
+
+
+def test_a_failed_repro_leaves_the_committed_results_in_place(tmp_path):
+    repo = copy_checkout(tmp_path / "repo", profile="smoke")
+    results = ("results/mad_suite.json", "results/mad_suite.md")
+    committed = {name: (repo / name).read_bytes() for name in results}
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["mad_suite"]["smoke"] = {**(params["mad_suite"].get("smoke") or {}), "max_stepz": 1}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1"}
+    failed = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "mad_suite"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert failed.returncode != 0 and "max_stepz" in failed.stdout + failed.stderr, failed.stderr[-2000:]
+    assert {name: (repo / name).read_bytes() for name in results} == committed
