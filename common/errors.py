@@ -6,6 +6,7 @@ stderr and exit status 2, never a traceback. Programming errors still raise norm
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import sys
@@ -35,16 +36,29 @@ class TrainingDiverged(UserError):
     """The loss became NaN or infinite."""
 
 
+# Operating-system errors the user fixes (space, permissions), not the code: one line, like a UserError.
+# Outputs are written atomically (common/io.py), so such a failure leaves nothing half-written.
+_SPACE, _PERMISSIONS = "free some space, or write elsewhere", "check the path's permissions"
+USER_OS_ERRORS = {errno.ENOSPC: _SPACE, errno.EDQUOT: _SPACE, errno.EROFS: "write somewhere writable",
+                  errno.EACCES: _PERMISSIONS, errno.EPERM: _PERMISSIONS}
+
+
 def exit_on_user_error(main: F) -> F:
-    """Run `main`; turn a `UserError` into `error: <message>` on stderr and exit status 2."""
+    """Run `main`; turn a `UserError`, or a full disk or unwritable path, into `error: <message>` on
+    stderr and exit status 2."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
         try:
             return main(*args, **kwargs)
         except UserError as err:
-            logging.shutdown()
-            print(f"error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+            message = str(err)
+        except OSError as err:
+            if err.errno not in USER_OS_ERRORS:
+                raise
+            message = f"{err.filename or 'an output'}: {err.strerror}; {USER_OS_ERRORS[err.errno]}"
+        logging.shutdown()
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
     return wrapper  # type: ignore[return-value]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,108 @@ def test_a_paper_stage_never_guesses_its_profile(root, tmp_path, monkeypatch, ca
                 else "params.yaml: no `profile` key; set it to one of smoke, tiny, paper")
     assert_one_line_exit(capsys, excinfo, expected)
     assert not (tmp_path / "out").exists()
+
+
+# --- Corrupt files and unwritable outputs ----------------------------------------------------------
+
+def damaged_copy(source: Path, tmp_path: Path, name: str, damage) -> Path:
+    """A copy of the directory `source` with `damage(bytes) -> bytes` applied to its file `name`."""
+    copy = tmp_path / source.name
+    shutil.copytree(source, copy)
+    intact = (copy / name).read_bytes()
+    (copy / name).write_bytes(damage(intact))
+    assert (copy / name).read_bytes() != intact
+    return copy
+
+
+def truncate(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def edit(data: bytes) -> bytes:
+    """A change that keeps the file valid JSON: a special token renamed."""
+    return data.replace(b'"<unk>"', b'"<unq>"', 1)
+
+
+@pytest.mark.parametrize("damage", [truncate, edit])
+def test_a_damaged_tokenizer_is_one_line(damage, smoke_data, tmp_path, capsys):
+    tokenizer = damaged_copy(smoke_data["tokenizer"], tmp_path, "tokenizer.json", damage)
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], smoke_data["tokenized"] / "packed", tokenizer)
+    assert_one_line_exit(capsys, excinfo, "tokenizer.json: corrupted (content hash differs from the manifest)")
+    assert_nothing_written(tmp_path)
+
+
+def test_a_tokenizer_without_manifest_that_does_not_parse_is_one_line(smoke_data, tmp_path):
+    """A tokenizer from elsewhere has no manifest to check; one that does not parse is still one line
+    (through a command that takes any tokenizer directory)."""
+    from common.models.lm import LanguageModel, LMConfig, save_language_model
+
+    tokenizer = damaged_copy(smoke_data["tokenizer"], tmp_path, "tokenizer.json", truncate)
+    (tokenizer / "manifest.json").unlink()
+    save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), tmp_path / "m")
+    done = run_module("common.models.hf_causal_lm", tmp_path / "m", tmp_path / "hf", "--tokenizer", tokenizer)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert "unreadable tokenizer (JSONDecodeError" in done.stderr
+    assert not (tmp_path / "hf").exists()
+
+
+MODEL_DAMAGE = {
+    "truncated weights": ("model.safetensors", truncate, "model.safetensors: unreadable"),
+    "broken config": ("config.json", truncate, "config.json: not valid JSON"),
+    "config without lm_config": ("config.json", lambda _: b'{"format": "language-model"}', "no lm_config mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODEL_DAMAGE))
+def test_a_damaged_model_directory_is_one_line(case, tmp_path):
+    from common.models.lm import LanguageModel, LMConfig, save_language_model
+
+    name, damage, expected = MODEL_DAMAGE[case]
+    save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), tmp_path / "m")
+    model = damaged_copy(tmp_path / "m", tmp_path / "damaged", name, damage)
+    done = run_module("common.models.hf_causal_lm", model, tmp_path / "hf")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert done.stderr.startswith("error: ") and expected in done.stderr
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSPC", "EROFS", "EACCES"])
+def test_a_full_disk_or_unwritable_output_is_one_line_and_leaves_nothing(errno_name, tmp_path, monkeypatch, capsys):
+    """The disk fills (or the path turns out read-only) in the middle of writing the stories: one line
+    naming the file and what to do, exit 2, no half-written output and no scratch directory."""
+    import errno
+    import os
+
+    import datasets
+
+    params = write_params(tmp_path / "params.yaml", smoke_params())
+    save = datasets.DatasetDict.save_to_disk
+
+    def fails_midway(self, path, *args, **kwargs):
+        save(self, path, *args, **kwargs)
+        code = getattr(errno, errno_name)
+        raise OSError(code, os.strerror(code), str(path) + "/train/data.arrow")
+
+    monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", fails_midway)
+    with pytest.raises(SystemExit) as excinfo:
+        generate_stories.main(["--params", str(params), "--out", str(tmp_path / "out" / "stories")])
+    code = getattr(errno, errno_name)
+    assert_one_line_exit(capsys, excinfo, f"data.arrow: {os.strerror(code)}; ")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_other_os_errors_stay_tracebacks(tmp_path, monkeypatch):
+    """Only what the user fixes is turned into a line: a bug's OSError still raises."""
+    import errno
+
+    import datasets
+
+    params = write_params(tmp_path / "params.yaml", smoke_params())
+
+    def broken(self, path, *args, **kwargs):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", broken)
+    with pytest.raises(OSError, match="Invalid argument"):
+        generate_stories.main(["--params", str(params), "--out", str(tmp_path / "out" / "stories")])

@@ -73,6 +73,37 @@ def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed)
     assert not (tmp_path / "checkpoints").exists()  # a finished run never resumes: no disk spent on it
 
 
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte"])
+def test_an_unreadable_checkpoint_is_named_and_the_run_starts_afresh(tmp_path, caplog, damage):
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(TASK, tmp_path, [StopAt(3)])
+    checkpoint = tmp_path / "checkpoints" / "last.ckpt"
+    data = bytearray(checkpoint.read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:  # inside the largest stored member, so the archive still opens but a CRC fails
+        import zipfile
+
+        with zipfile.ZipFile(checkpoint) as archive:
+            member = max(archive.infolist(), key=lambda info: info.file_size)
+        at = member.header_offset  # the local header: 30 bytes, then the name and an extra field
+        name_length, extra_length = (int.from_bytes(data[at + i:at + i + 2], "little") for i in (26, 28))
+        start = at + 30 + name_length + extra_length
+        data[start + member.file_size // 2] ^= 0xFF
+    checkpoint.write_bytes(bytes(data))
+    with caplog.at_level(logging.INFO, logger="common.training.trainer"):
+        run = _run(TASK, tmp_path)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("last.ckpt is unreadable" in m and "starts afresh" in m for m in messages), messages
+    assert not any("resuming from" in m for m in messages)
+    assert run.steps == TRAINER.max_steps
+
+    def curve(training):
+        return [{k: v for k, v in row.items() if "elapsed" not in k and "time" not in k} for row in training.history]
+
+    assert curve(run) == curve(_run(TASK, tmp_path / "fresh"))  # the same as a run that was never cut
+
+
 def test_trainer_threads_is_a_ceiling(tmp_path):
     """A one-thread worker (common.parallel) keeps one thread whatever the config asks."""
     before = torch.get_num_threads()

@@ -15,6 +15,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from common.data.manifest import MANIFEST, verify_manifest
 from common.errors import DataError
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
@@ -43,10 +44,17 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096, min_frequency:
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
+    """A tokenizer directory; one written by a pipeline stage (it has a manifest) is checked against
+    its manifest's hashes first, so an edited or truncated file is named instead of loaded."""
     path = Path(path)
     if not (path / "tokenizer.json").is_file():
         raise DataError(f"{path}: no trained tokenizer here; run `dvc repro train_tokenizer` first")
-    return AutoTokenizer.from_pretrained(str(path))
+    if (path / MANIFEST).is_file():
+        verify_manifest(path, hint="rerun the stage that wrote it (`dvc repro train_tokenizer` for data/tokenizer)")
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (ValueError, OSError) as err:  # a broken tokenizer.json or config: JSONDecodeError is a ValueError
+        raise DataError(f"{path}: unreadable tokenizer ({type(err).__name__}: {err})") from None
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

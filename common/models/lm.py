@@ -240,12 +240,16 @@ def save_language_model(model: LanguageModel, path: str | Path) -> Path:
 def load_language_model(path: str | Path) -> LanguageModel:
     """Read back `save_language_model`'s directory, checking every tensor name and shape, in the
     dtype it was saved in. A `transformers` directory of ours (`hf_causal_lm.save_pretrained`) loads too."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
     if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise DataError(f"{path}: expected config.json and model.safetensors (written by save_language_model)")
-    raw = json.loads((path / "config.json").read_text())
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}/config.json: not valid JSON ({err}); save the model again") from None
     hf_format = raw.get("model_type") == HF_MODEL_TYPE
     if raw.get("format") != FORMAT and not hf_format:
         loader = {"mamba": "common.models.mamba.mamba_lm_from_hf"}.get(
@@ -253,8 +257,13 @@ def load_language_model(path: str | Path) -> LanguageModel:
         kind = f"a Hugging Face {raw['model_type']!r} model; load it with {loader}" if "model_type" in raw \
             else f"format={raw.get('format')!r}"
         raise DataError(f"{path}/config.json: not a {FORMAT} directory ({kind})")
+    if not isinstance(raw.get("lm_config"), dict):
+        raise DataError(f"{path}/config.json: no lm_config mapping; save the model again")
     model = LanguageModel(from_dict(LMConfig, raw["lm_config"], where=f"{path}/config.json:lm_config"))
-    state = load_file(str(path / "model.safetensors"))
+    try:
+        state = load_file(str(path / "model.safetensors"))
+    except SafetensorError as err:  # truncated, or not a safetensors file
+        raise DataError(f"{path}/model.safetensors: unreadable ({err}); save the model again") from None
     if hf_format:  # the wrapper keeps this model's tensors under `model.`
         state = {key.removeprefix("model."): value for key, value in state.items()}
     if model.cfg.tie_embeddings and "embed.weight" in state:

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -150,6 +151,18 @@ def _release_training_state(trainer: L.Trainer, module: L.LightningModule) -> No
     module.zero_grad(set_to_none=True)
 
 
+def unreadable_checkpoint(path: Path) -> str | None:
+    """Why `path` cannot be resumed from, or None. A checkpoint is a zip archive whose members carry
+    CRCs: a truncated file has no central directory, a damaged one fails a CRC. Checked before
+    Lightning reads it, whose errors for either are long tracebacks on every rerun."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        return f"{type(err).__name__}: {err}"
+    return f"{damaged} fails its CRC check" if damaged else None
+
+
 def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule,
          run_dir: Path, run_key: dict) -> None:
     """`trainer.fit`, resuming from `run_dir/checkpoints/last.ckpt` when that run was cut short.
@@ -162,6 +175,9 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
     resumable = state.get("key") == run_key and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
+    if resumable and (problem := unreadable_checkpoint(ckpt_dir / "last.ckpt")):
+        log.warning("%s is unreadable (%s): this run starts afresh", ckpt_dir / "last.ckpt", problem)
+        resumable = False
     if trainer.is_global_zero:
         if not resumable:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
