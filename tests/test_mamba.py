@@ -219,13 +219,13 @@ def test_registry_and_backend_choice(caplog):
         Mamba(16, scan="cuda")(torch.zeros(1, 2, 16))
     with pytest.raises(ValueError, match="scan"):
         Mamba(16, scan="fast")
-    import common.blocks.mamba as mamba_module
+    import common.blocks.registry as registry
 
-    mamba_module._announced.discard("chunked")
-    with caplog.at_level(logging.INFO, logger="common.blocks.mamba"):
+    registry._kernels_announced.discard(("mamba scan", "chunked"))
+    with caplog.at_level(logging.INFO, logger="common.blocks"):
         block(torch.zeros(1, 2, 16))
         block(torch.zeros(1, 2, 16))
-    assert [r.getMessage() for r in caplog.records].count("Mamba selective scan backend: chunked") == 1
+    assert [r.getMessage() for r in caplog.records].count("kernel: mamba scan: chunked") == 1
 
 
 # -- state dicts and key layouts --------------------------------------------------------------

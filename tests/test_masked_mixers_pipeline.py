@@ -21,6 +21,13 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     first = _run([sys.executable, "-m", "dvc", "repro", "papers/masked_mixers/dvc.yaml"], repo, timeout=600)
     for stage in STAGES:
         assert f"Running stage 'papers/masked_mixers/dvc.yaml:{stage}'" in first.stdout, first.stdout[-2000:]
+    # Quiet logs: no Lightning banners, tips, notices or deprecations, and about a line per run.
+    noise = ("GPU available", "TPU available", "Tip:", "was configured so", "is deprecated")
+    assert not [line for line in first.stderr.splitlines() if any(n in line for n in noise)], first.stderr[-3000:]
+    clm_log = first.stderr.split("stage: clm at profile smoke on ", 1)[1].split(" stage: ", 1)[0].splitlines()
+    clm = json.loads((repo / RESULTS / "clm.json").read_text())
+    runs = sum(len(model["seeds"]) for model in clm["models"].values())
+    assert len(clm_log) <= runs + len(clm["models"]) + 8, "\n".join(clm_log)
     results = repo / RESULTS
     for name in ("clm_loss.png", "autoencoders_loss.png", "bidirectional_loss.png", "claims.json", "metrics.json"):
         assert (results / name).stat().st_size > 0, name

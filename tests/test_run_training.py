@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import weakref
 from dataclasses import replace
 
@@ -49,13 +50,23 @@ class StopAt(L.Callback):
             raise RuntimeError("killed")
 
 
-def _run(task: MADTaskConfig, run_dir, callbacks=()):
+def _run(task: MADTaskConfig, run_dir, callbacks=(), trainer: TrainerConfig = TRAINER):
     def build():
         return CausalLMModule(LanguageModel(replace(MODEL_B, vocab_size=task.vocab_size, n_ctx=task.seq_len)),
                               vocab_size=task.vocab_size, optim=OPTIM, shift_labels=False)
 
-    return run_training(build, MADDataModule(task, batch_size=8, seed=0), TRAINER, run_dir, seed=0,
+    return run_training(build, MADDataModule(task, batch_size=8, seed=0), trainer, run_dir, seed=0,
                         run_config={"model": "b", "layers": ("mamba", "swiglu")}, callbacks=list(callbacks))
+
+
+def test_the_progress_bar_counts_steps_of_the_whole_run(tmp_path, capfd):
+    """One bar counting optimizer steps to `max_steps`; Lightning's own bar counts the batches of an
+    epoch of unknown length (`Epoch 0: 5/?`)."""
+    _run(TASK, tmp_path, trainer=replace(TRAINER, progress_bar=True))
+    bar = capfd.readouterr().out.replace("\r", "\n")  # Lightning's bars write to stdout
+    counts = [int(m.group(1)) for line in bar.splitlines() if (m := re.match(r"steps:.*\| (\d+)/6 ", line))]
+    assert counts == sorted(counts) and set(counts) == set(range(7)), bar[-2000:]
+    assert "Epoch" not in bar
 
 
 @pytest.mark.parametrize("data_changed", [False, True])

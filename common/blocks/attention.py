@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from common.blocks.registry import Block, register
+from common.blocks.registry import Block, announce_kernel, register
 
 
 @dataclass
@@ -79,6 +79,8 @@ class _CausalAttention(Block):
         return self.o_proj(rearrange(out, "b h t d -> b t (h d)"))
 
     def _attend(self, q, k, v, start):
+        # torch picks the fused backend (flash, memory-efficient) or the math one for the device.
+        announce_kernel("attention", f"scaled_dot_product_attention on {q.device.type}")
         t_q, t_k = q.shape[-2], k.shape[-2]
         if self.window is None and start == 0 and t_q == t_k:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)

@@ -19,7 +19,6 @@ Scan backends (`scan=`):
 from __future__ import annotations
 
 import functools
-import logging
 import math
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -29,22 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from common.blocks.registry import Block, register
-
-logger = logging.getLogger(__name__)
+from common.blocks.registry import Block, announce_kernel, register
 
 Scan = Literal["auto", "reference", "chunked", "cuda"]
 SCANS = get_args(Scan)
-_announced: set[str] = set()
-
-
-def _announce(backend: str) -> None:
-    """Say once per process which scan actually ran, so a silent fallback shows up in the logs."""
-    if backend not in _announced:
-        _announced.add(backend)
-        logger.info("Mamba selective scan backend: %s", backend)
-
-
 @functools.cache
 def _mamba_ssm_ops():
     """mamba-ssm's fused CUDA ops, or None where the package (or its compiled extension) is missing."""
@@ -317,7 +304,7 @@ class Mamba(Block):
 
     def forward(self, x: torch.Tensor, cache: MambaCache | None = None) -> torch.Tensor:
         backend = self._backend(x, cache)
-        _announce(backend)
+        announce_kernel("mamba scan", backend)
         A = -torch.exp(self.A_log.to(_scan_dtype(x.dtype)))
         if backend == "cuda":
             return self._forward_cuda(x, A, cache)

@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.blocks.registry import Block, register
+from common.blocks.registry import Block, announce_kernel, register
 
 Router = Literal["sinkhorn", "sigmoid", "softmax_topk"]
 SinkhornInit = Literal["blackmamba", "vanilla"]
@@ -405,6 +405,7 @@ class MoE(Block):
         token_of_row = order // k
         xs = x.index_select(0, token_of_row)
         impl = self._impl(x)
+        announce_kernel("moe experts", impl)
         if impl == "grouped_mm":
             ys = self._experts_grouped(xs, counts, flat_idx[order])
         elif impl == "autograd":

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from typing import Any, ClassVar, get_type_hints
 
 import torch
@@ -49,6 +50,17 @@ from common.config import check_value
 from common.errors import ConfigError
 
 BLOCKS: dict[str, type[Block]] = {}
+_kernels_announced: set[tuple[str, str]] = set()
+
+
+def announce_kernel(family: str, path: str) -> None:
+    """Log once per process which implementation a block family runs (`kernel: mamba scan: chunked`),
+    so a silent fallback from a GPU kernel to a PyTorch path shows in the stage's log."""
+    if (family, path) not in _kernels_announced:
+        _kernels_announced.add((family, path))
+        logging.getLogger("common.blocks").info("kernel: %s: %s", family, path)
+
+
 # Settings that `LanguageModel` offers every block; a block receives one only if it declares it.
 SHARED = ("n_ctx",)
 

@@ -43,6 +43,17 @@ def stage_args(argv: list[str] | None, doc: str, *paths: str, params: bool = Tru
 ROOT_PARAMS = Path("params.yaml")
 
 
+def compute_summary() -> str:
+    """Where this process computes: `cpu, 2 torch threads` or `cuda x2 (NVIDIA H100), ...`. Which
+    kernel each block family runs is logged by the blocks themselves, once, at first use."""
+    import torch
+
+    threads = f"{torch.get_num_threads()} torch threads"
+    if not torch.cuda.is_available():
+        return f"cpu, {threads}"
+    return f"cuda x{torch.cuda.device_count()} ({torch.cuda.get_device_name(0)}), {threads}"
+
+
 def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, dict[str, Any]]:
     """Validate the stage's section for the active profile: (config, profile, raw params).
 
@@ -58,5 +69,5 @@ def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, d
                               "params.yaml, so run the stage from the repository root")
         params = {**params, "profile": active_profile(load_yaml(ROOT_PARAMS), where=str(ROOT_PARAMS))}
     profile = active_profile(params, where=str(params_path))
-    logging.getLogger("stage").info("%s at profile %s", section, profile)
+    logging.getLogger("stage").info("%s at profile %s on %s", section, profile, compute_summary())
     return stage_config(params, section, cls, profile), profile, params
