@@ -77,7 +77,7 @@ def test_killed_run_resumes_from_last_checkpoint(smoke_data, tmp_path):
     restarted = subprocess.run([sys.executable, "-m", "common.stages.lm_baseline", *args], cwd=ROOT,
                                capture_output=True, text=True, timeout=300)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
-    assert "resuming from" in restarted.stderr and "Restored all states from the checkpoint" in restarted.stderr
+    assert "resuming from" in restarted.stderr  # and the metrics below equal an uninterrupted run's
 
     lm_baseline.main(baseline_args(smoke_data, tmp_path / "straight", params))
     resumed = deterministic_part(tmp_path / "killed" / "metrics.json")
@@ -95,6 +95,6 @@ def test_two_process_ddp_on_cpu(smoke_data, tmp_path):
                              *baseline_args(smoke_data, tmp_path, params)],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "distributed_backend=gloo" in result.stderr and "Initializing distributed: GLOBAL_RANK: 1" in result.stderr
+    assert result.stderr.count("stage: lm_baseline at profile smoke") == 2, result.stderr  # one line per process
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["final"]["step"] == 4
