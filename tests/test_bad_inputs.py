@@ -151,17 +151,18 @@ def test_a_damaged_tokenizer_is_one_line(damage, smoke_data, tmp_path, capsys):
     assert_nothing_written(tmp_path)
 
 
-def test_a_tokenizer_without_manifest_that_does_not_parse_is_one_line(smoke_data, tmp_path):
+def test_a_tokenizer_without_manifest_that_does_not_parse_is_one_line(smoke_data, tmp_path, capsys):
     """A tokenizer from elsewhere has no manifest to check; one that does not parse is still one line
     (through a command that takes any tokenizer directory)."""
+    from common.models import hf_causal_lm
     from common.models.lm import LanguageModel, LMConfig, save_language_model
 
     tokenizer = damaged_copy(smoke_data["tokenizer"], tmp_path, "tokenizer.json", truncate)
     (tokenizer / "manifest.json").unlink()
     save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), tmp_path / "m")
-    done = run_module("common.models.hf_causal_lm", tmp_path / "m", tmp_path / "hf", "--tokenizer", tokenizer)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
-    assert "unreadable tokenizer (JSONDecodeError" in done.stderr
+    with pytest.raises(SystemExit) as excinfo:
+        hf_causal_lm.main([str(tmp_path / "m"), str(tmp_path / "hf"), "--tokenizer", str(tokenizer)])
+    assert_one_line_exit(capsys, excinfo, "unreadable tokenizer (JSONDecodeError")
     assert not (tmp_path / "hf").exists()
 
 
@@ -173,15 +174,16 @@ MODEL_DAMAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(MODEL_DAMAGE))
-def test_a_damaged_model_directory_is_one_line(case, tmp_path):
+def test_a_damaged_model_directory_is_one_line(case, tmp_path, capsys):
+    from common.models import hf_causal_lm
     from common.models.lm import LanguageModel, LMConfig, save_language_model
 
     name, damage, expected = MODEL_DAMAGE[case]
     save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), tmp_path / "m")
     model = damaged_copy(tmp_path / "m", tmp_path / "damaged", name, damage)
-    done = run_module("common.models.hf_causal_lm", model, tmp_path / "hf")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
-    assert done.stderr.startswith("error: ") and expected in done.stderr
+    with pytest.raises(SystemExit) as excinfo:
+        hf_causal_lm.main([str(model), str(tmp_path / "hf")])
+    assert_one_line_exit(capsys, excinfo, expected)
     assert not (tmp_path / "hf").exists()
 
 

@@ -172,13 +172,16 @@ def test_the_export_command_writes_a_pipeline_model_for_transformers(tmp_path, s
 
 
 @pytest.mark.parametrize("case", ["missing model", "tokenizer larger than the model"])
-def test_the_export_command_refuses_bad_input_in_one_line(tmp_path, smoke_data, case):
+def test_the_export_command_refuses_bad_input_in_one_line(tmp_path, smoke_data, case, capsys):
     model_dir = tmp_path / "ours"
     if case != "missing model":
         save_language_model(random_model(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), model_dir)
-    done = run_module("common.models.hf_causal_lm", model_dir, tmp_path / "hf", "--tokenizer", smoke_data["tokenizer"])
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("error: ")
+    from common.models import hf_causal_lm
+
+    with pytest.raises(SystemExit) as excinfo:
+        hf_causal_lm.main([str(model_dir), str(tmp_path / "hf"), "--tokenizer", str(smoke_data["tokenizer"])])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert excinfo.value.code == 2 and len(err) == 1 and err[0].startswith("error: "), err
     assert not (tmp_path / "hf").exists()
 
 
