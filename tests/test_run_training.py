@@ -84,6 +84,37 @@ def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed)
     assert not (tmp_path / "checkpoints").exists()  # a finished run never resumes: no disk spent on it
 
 
+class DieInValidation(L.Callback):
+    """Dies during the validation of `step`, after that step's training."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_validation_start(self, trainer, *args):
+        if trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def _curve(run) -> list[dict[str, float]]:
+    return [{k: v for k, v in row.items() if k != "elapsed_s"} for row in run.history]
+
+
+@pytest.mark.parametrize("every", [(2, 2), (3, 2)], ids=["validate-every-2", "validate-every-3"])
+@pytest.mark.parametrize("cut", ["train-3", "train-5", "validation-3", "validation-4", "validation-6"])
+def test_a_resumed_run_reports_the_whole_curve_of_a_run_never_cut(tmp_path, every, cut):
+    """Every row, validations at the checkpoint's step included (Lightning resumes a checkpoint of a
+    validation step as if its validation had run, so a checkpoint written before it lost the row)."""
+    trainer = replace(TRAINER, val_every_n_steps=every[0], checkpoint_every_n_steps=every[1])
+    where, step = cut.split("-")
+    if where == "validation" and int(step) % every[0]:
+        pytest.skip("no validation at that step")
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(TASK, tmp_path / "cut", [(StopAt if where == "train" else DieInValidation)(int(step))], trainer)
+    assert (tmp_path / "cut" / "checkpoints" / "last.ckpt").is_file()
+    resumed = _run(TASK, tmp_path / "cut", trainer=trainer)
+    assert _curve(resumed) == _curve(_run(TASK, tmp_path / "straight", trainer=trainer))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte"])
 def test_an_unreadable_checkpoint_is_named_and_the_run_starts_afresh(tmp_path, caplog, damage):
     with pytest.raises(RuntimeError, match="killed"):
@@ -109,10 +140,7 @@ def test_an_unreadable_checkpoint_is_named_and_the_run_starts_afresh(tmp_path, c
     assert not any("resuming from" in m for m in messages)
     assert run.steps == TRAINER.max_steps
 
-    def curve(training):
-        return [{k: v for k, v in row.items() if "elapsed" not in k and "time" not in k} for row in training.history]
-
-    assert curve(run) == curve(_run(TASK, tmp_path / "fresh"))  # the same as a run that was never cut
+    assert _curve(run) == _curve(_run(TASK, tmp_path / "fresh"))  # the same as a run that was never cut
 
 
 def test_trainer_threads_is_a_ceiling(tmp_path):

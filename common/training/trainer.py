@@ -69,6 +69,22 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         os.replace(tmp, path)
 
 
+class CheckpointAfterValidation(ModelCheckpoint):
+    """`last.ckpt` every n steps, written after that step's validation when one falls on it.
+
+    Lightning resumes from a checkpoint of a validation step as if that validation had run, while
+    `ModelCheckpoint` writes it before the validation: a resumed run's curve lacked the row."""
+
+    def on_train_batch_end(self, trainer, pl_module, *args):
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if not epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+            super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.global_step % self._every_n_train_steps == 0 and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+
 class StepProgressBar(TQDMProgressBar):
     """One bar for the whole run, counting optimizer steps out of `max_steps`. Runs here are
     budgeted in steps over one endless epoch, where Lightning's own bar counts the batches of an
@@ -105,8 +121,8 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     quiet_lightning()
     if cfg.threads is not None:
         torch.set_num_threads(min(cfg.threads, torch.get_num_threads()))
-    checkpoint = ModelCheckpoint(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
-                                 every_n_train_steps=cfg.checkpoint_every_n_steps)
+    checkpoint = CheckpointAfterValidation(dirpath=run_dir / "checkpoints", save_last=True, save_top_k=0,
+                                           every_n_train_steps=cfg.checkpoint_every_n_steps)
     guards: list[L.Callback] = [NonFiniteLossGuard(), checkpoint]
     if cfg.max_time_s is not None:
         guards.append(WallClockBudget(cfg.max_time_s))
