@@ -12,6 +12,11 @@ changes the order of floating-point reductions, and with it the last bits of eve
 `fn` and the jobs must be picklable: a module-level function and plain data. A job's exception
 (a `UserError` included) is raised again in the caller. A `TrainerConfig`'s `threads` is a
 ceiling, so a job's training stays at the one thread set here.
+
+Progress: the workers' training runs report their steps to the caller (`progress_queue`), which
+draws one bar for the whole stage (jobs done, and the step of every run in training) on a
+terminal, and logs the steps trained when the jobs are done. Per-run bars from several processes
+would overwrite one another, so runs in workers draw none.
 """
 
 from __future__ import annotations
@@ -19,14 +24,22 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 import torch
+from tqdm import tqdm
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+_progress = None  # in a worker process: the queue its training runs report their steps to
+
+
+def progress_queue():
+    """In a `run_jobs` worker, where its training runs report progress; None in any other process."""
+    return _progress
 
 
 def default_workers() -> int:
@@ -41,8 +54,12 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
         return [_one_thread(fn, job) for job in jobs]
     log.info("%d jobs on %d worker processes, one torch thread each", len(jobs), workers)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker) as pool:
+    queue = context.Queue()
+    with JobProgress(queue, len(jobs)) as progress, \
+            ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(queue,)) as pool:
         futures = [pool.submit(fn, **job) for job in jobs]
+        for future in futures:
+            future.add_done_callback(progress.job_done)
         return [future.result() for future in futures]
 
 
@@ -55,6 +72,53 @@ def _one_thread(fn: Callable[..., T], job: dict[str, Any]) -> T:
         torch.set_num_threads(threads)
 
 
-def _init_worker() -> None:
+def _init_worker(queue) -> None:
+    global _progress
+    _progress = queue
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+
+class JobProgress:
+    """The caller's side of the workers' progress: a thread that reads their runs' reports
+    (`("start", run, max_steps, step)`, `("step", run, step)`, `("end", run)`) into one bar."""
+
+    def __init__(self, queue, jobs: int):
+        self.queue, self.jobs = queue, jobs
+        self.running: dict[str, tuple[int, int]] = {}  # run -> (step, max_steps)
+        self.steps, self.done = 0, 0  # steps trained by every run so far; jobs finished
+        self.lock = threading.Lock()
+        self.bar = tqdm(total=jobs, desc="jobs", unit="job", disable=None, mininterval=1.0, dynamic_ncols=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self) -> JobProgress:
+        self.reader.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.queue.put(None)
+        self.reader.join()
+        self.bar.close()
+        log.info("%d of %d jobs done, %d training steps", self.done, self.jobs, self.steps)
+
+    def job_done(self, _future) -> None:
+        with self.lock:
+            self.done += 1
+            self.bar.update(1)
+
+    def _read(self) -> None:
+        while (message := self.queue.get()) is not None:
+            kind, run, *values = message
+            with self.lock:
+                if kind == "start":
+                    max_steps, step = values
+                    self.running[run] = (step, max_steps)
+                elif kind == "step" and run in self.running:
+                    step, max_steps = self.running[run]
+                    self.steps += values[0] - step
+                    self.running[run] = (values[0], max_steps)
+                elif kind == "end":
+                    self.running.pop(run, None)
+                steps = ", ".join(f"{s}/{m}" for s, m in self.running.values())
+                self.bar.set_postfix_str(f"steps of the runs in training: {steps or '-'}", refresh=False)
+                self.bar.refresh()

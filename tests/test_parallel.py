@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from common.data.mad import MADTaskConfig
 from common.models.lm import LMConfig
 from common.parallel import run_jobs
@@ -33,3 +35,12 @@ def test_parallel_runs_equal_serial_runs(tmp_path):
     parallel = run_jobs(train_job, placed("parallel"), workers=2)
     assert parallel == serial
     assert len({r["loss"] for r in serial}) == len(jobs)  # every job ran its own seed and model
+
+
+def test_workers_report_every_step_to_one_bar_in_the_caller(tmp_path, caplog):
+    """Runs in workers draw no bars of their own (they would overwrite one another); the caller counts
+    the steps all of them trained: 4 jobs of 5 steps."""
+    jobs = [{"model": "attn", "seed": s, "run_dir": str(tmp_path / f"run{s}")} for s in range(4)]
+    with caplog.at_level(logging.INFO, logger="common.parallel"):
+        run_jobs(train_job, jobs, workers=2)
+    assert "4 of 4 jobs done, 20 training steps" in caplog.text

@@ -84,6 +84,14 @@ def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed)
     assert not (tmp_path / "checkpoints").exists()  # a finished run never resumes: no disk spent on it
 
 
+def test_the_progress_bar_is_not_part_of_the_resume_key(tmp_path, caplog):
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(TASK, tmp_path, [StopAt(3)])
+    with caplog.at_level(logging.INFO, logger="common.training.trainer"):
+        run = _run(TASK, tmp_path, trainer=replace(TRAINER, progress_bar=True))
+    assert any("resuming from" in r.getMessage() for r in caplog.records) and run.steps == TRAINER.max_steps
+
+
 class DieInValidation(L.Callback):
     """Dies during the validation of `step`, after that step's training."""
 

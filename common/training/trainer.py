@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from common.config import bounded
 from common.io import write_json
+from common.parallel import progress_queue
 from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,26 @@ class StepProgressBar(TQDMProgressBar):
             self.train_progress_bar.set_postfix(self.get_metrics(trainer, pl_module))
 
 
+class ReportProgress(L.Callback):
+    """In a `run_jobs` worker, sends this run's steps to the caller's bar (at most one report a second)."""
+
+    def __init__(self, queue, run: str):
+        self.queue, self.run = queue, run
+        self._sent = 0.0
+
+    def on_train_start(self, trainer, pl_module):
+        self.queue.put(("start", self.run, trainer.max_steps, trainer.global_step))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if time.monotonic() - self._sent >= 1.0 or trainer.global_step >= trainer.max_steps:
+            self.queue.put(("step", self.run, trainer.global_step))
+            self._sent = time.monotonic()
+
+    def on_train_end(self, trainer, pl_module):
+        self.queue.put(("step", self.run, trainer.global_step))
+        self.queue.put(("end", self.run))
+
+
 def quiet_lightning() -> None:
     """Lightning repeats, for every trainer, banners (GPU and TPU availability), a logging tip and
     notices that a setting took effect; a stage training 18 runs printed 7 such lines per run.
@@ -126,6 +148,10 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     guards: list[L.Callback] = [NonFiniteLossGuard(), checkpoint]
     if cfg.max_time_s is not None:
         guards.append(WallClockBudget(cfg.max_time_s))
+    # In a worker, the stage's one bar in the caller shows this run's steps (`common.parallel`).
+    if (queue := progress_queue()) is not None:
+        guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
+    bar = cfg.progress_bar and queue is None
     return L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
@@ -133,9 +159,9 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
         limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
         gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
         log_every_n_steps=cfg.log_every_n_steps, deterministic=cfg.deterministic,
-        enable_progress_bar=cfg.progress_bar, enable_model_summary=False,
+        enable_progress_bar=bar, enable_model_summary=False,
         logger=CSVLogger(run_dir, name="logs", version=""), default_root_dir=run_dir,
-        callbacks=[*guards, *([StepProgressBar()] if cfg.progress_bar else []), *callbacks],
+        callbacks=[*guards, *([StepProgressBar()] if bar else []), *callbacks],
         plugins=[AtomicCheckpointIO()],
     )
 
@@ -170,8 +196,9 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     2. Seed again: the training's random stream (Gumbel samples, dataloader seeds) does not depend
        on how many numbers building drew.
     3. Fit with checkpoints in `run_dir`. A run resumes only if it never finished and its key is
-       unchanged: `run_config`, the trainer config, the seed, and the fingerprint of the input data
-       (`datamodule.fingerprint()`), so a half-finished run never resumes on regenerated data.
+       unchanged: `run_config`, the trainer config (its progress bar aside), the seed, and the
+       fingerprint of the input data (`datamodule.fingerprint()`), so a half-finished run never
+       resumes on regenerated data.
     4. Release what only training needed (optimizer states, the last gradients); the trained
        module stays.
     """
@@ -185,7 +212,9 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     L.seed_everything(seed, workers=True, verbose=False)
     metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=metrics_extra)
     trainer = build_trainer(cfg, run_dir, callbacks=[metrics, *callbacks])
-    key = {"config": run_config, "trainer": asdict(cfg), "seed": seed, "data": datamodule.fingerprint()}
+    # The bar is display only: turning it on or off never restarts a run.
+    trainer_key = {k: v for k, v in asdict(cfg).items() if k != "progress_bar"}
+    key = {"config": run_config, "trainer": trainer_key, "seed": seed, "data": datamodule.fingerprint()}
     # As it will read back from run_state.json (tuples become lists), or it would never match.
     key = json.loads(json.dumps(key, default=str))
     _fit(trainer, module, datamodule, run_dir, key)
