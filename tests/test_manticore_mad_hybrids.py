@@ -15,14 +15,8 @@ from common.blocks.mamba import Mamba
 from common.blocks.moe import MoE
 from common.config import stage_config
 from common.errors import ConfigError
-from papers.manticore.mad_experiments import (
-    MADExperimentsConfig,
-    baseline_configs,
-    build_hybrid,
-    build_lm,
-    component_configs,
-    main,
-)
+from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
+from papers.manticore.mad_experiments import build_hybrid, main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -24,7 +24,7 @@ def repro(tmp_path_factory):
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
     for stage in ("instruction_text", "components", "specialists", "completions", "nl_experiments",
-                  "mad_experiments", "lra_experiments", "programmed",
+                  "mad_experiments", "mad_sizing", "lra_experiments", "programmed",
                   "projector_budget", "finetune_tasks", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
@@ -41,6 +41,12 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         assert all(sorted(block) == [0.0, 1.0] for block in row["manticore_discretized"]["alphas"])
         assert set(row["baselines"]) == {"striped_mh_hyena_moe", "mambaformer"}
         assert {"search", "discretized"} <= set(row["hybrids"]["manticore_3"])
+    sizing = json.loads((repo / RESULTS / "mad_sizing.json").read_text())
+    assert sizing["summary"]["budgets"] == [2, 4], "smoke's budget and the tables' own"
+    assert set(sizing["tasks"]) == set(mad["tasks"])
+    for row in sizing["tasks"].values():
+        assert set(row["networks"]) == {"gpt_neo", "mamba", "striped_mh_hyena_moe", "mambaformer"}
+        assert 0 < row["chance"] < 1 and all(len(n["runs"]) == 2 for n in row["networks"].values())
     programmed = json.loads((repo / RESULTS / "programmed.json").read_text())
     assert len(programmed["sweep"]) == 9, "a 3 x 3 grid over two blocks"
     assert mad["n_blocks"] == 1 and mad["programming"]["n_blocks"] == 2 and not mad["projectors"]
@@ -76,7 +82,8 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         loss = point["loss"]
         assert loss["mix"] == pytest.approx((loss["stories"] + loss["instructions"]) / 2)
     claims = json.loads((repo / RESULTS / "claims.json").read_text())["claims"]
-    assert {c["id"] for c in claims} >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore"}
+    assert {c["id"] for c in claims} >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore",
+                                         "table2-right-beats-components", "table3-beats-components-lra"}
     assert json.loads((repo / RESULTS / "metrics.json").read_text())
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "`fig3-hybrid-beats-components`" in readme

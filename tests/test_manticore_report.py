@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from papers.manticore.report import build_ledger, late_movement, specialist_claims, specialists
+from papers.manticore.report import (
+    build_ledger,
+    late_movement,
+    lra_claims,
+    mad_claims,
+    mad_sizing,
+    specialist_claims,
+    specialists,
+)
 
 CHANCE = {"stories": 6.0, "instructions": 6.0, "mix": 6.0}
 
@@ -104,6 +112,84 @@ def test_the_ledger_and_the_table_render():
     sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60]] * 3
     searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
     res = results(sweeps, searched, ensemble=1.8)
-    assert len(build_ledger({"specialists": res})) == 6
+    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
+                           "lra_experiments": lra_results(0.3)})
+    assert len(ledger) == 6 + 3 + 2
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
+
+
+# MAD and LRA rows: one seed at the tables' budget, judged by whether the compared networks left chance.
+MAD_TASKS = ("mad_baseline/in-context-recall", "mad_baseline/memorization")
+COMPONENTS, BASELINES = ("gpt_neo", "mamba"), ("striped_mh_hyena_moe", "mambaformer")
+
+
+def sizing(above_from: dict[str, int | None]) -> dict:
+    """Sizing runs at budgets 80 and 300: each network above chance from `above_from` (default 80)."""
+    networks = {}
+    for name in COMPONENTS + BASELINES:
+        start = above_from.get(name, 80)
+        networks[name] = {"above_chance_from": start,
+                          "runs": {str(b): {"accuracy": 0.5, "above_chance": start is not None and b >= start}
+                                   for b in (80, 300)}}
+    return {"profile": "tiny", "seed": 0, "config": {"alpha": 0.01},
+            "summary": {"table_budget": 80, "budgets": [80, 300]},
+            "tasks": {t: {"chance": 0.25, "networks": networks} for t in MAD_TASKS}}
+
+
+def mad_results() -> dict:
+    row = {"gpt_neo": {"best_loss": 2.0, "loss": 2.0}, "mamba": {"best_loss": 2.1, "loss": 2.1},
+           "manticore": {"best_loss": 1.9, "loss": 1.9},
+           "baselines": {"striped_mh_hyena_moe": {"loss": 2.2}, "mambaformer": {"loss": 1.8}},
+           "hybrids": {"manticore_3": {"search": {"loss": 1.85}, "discretized": {"loss": 1.9}}}}
+    return {"components": list(COMPONENTS), "baselines": list(BASELINES),
+            "hybrids": {"manticore_3": {"compare": "discretized", "retrain": ["discretized"],
+                                        "components": ["striped_mh_hyena_moe", "gpt_neo", "mamba"]}},
+            "tasks": {t: row for t in MAD_TASKS}}
+
+
+def test_mad_rows_need_paper_scale_while_a_network_sits_at_chance_at_the_tables_budget():
+    ledger = by_id(mad_claims(mad_results(), sizing({"mamba": 300, "mambaformer": None})))
+    assert {e["verdict"] for e in ledger.values()} == {"needs paper scale"}
+    assert "mamba 300" in ledger["table2-right-beats-components"]["evidence"]
+    assert "mambaformer >300" in ledger["table2-left-matches-existing-hybrids"]["evidence"]
+    assert "striped_hyena_experts_moe" in ledger["table2-left-matches-existing-hybrids"]["why"], "the column not run"
+    assert set(ledger) == {"table2-right-beats-components", "table2-left-matches-existing-hybrids",
+                           "table5-discretization-marginal"}
+
+
+def test_mad_rows_with_every_network_above_chance_still_need_three_seeds():
+    ledger = by_id(mad_claims(mad_results(), sizing({})))
+    assert {e["verdict"] for e in ledger.values()} == {"inconclusive"}
+    right = ledger["table2-right-beats-components"]
+    assert "one seed" in right["why"]
+    assert right["arms"]["in-context-recall"]["values"] == [pytest.approx(0.1)], "better component 2.0 - Manticore 1.9"
+
+
+def test_the_sizing_table_marks_runs_above_chance():
+    table = mad_sizing(sizing({"mamba": 300}))
+    assert "| mad_baseline/in-context-recall | 0.25 | 0.50* | 0.50* | 0.50 | 0.50* |" in table
+
+
+def lra_results(mamba_accuracy: float) -> dict:
+    def model(accuracy: float, n: int = 500, chance: float = 0.144) -> dict:
+        return {"runs": True, "accuracy": accuracy, "n": n, "majority_rate": chance}
+
+    return {"profile": "tiny", "tasks": {
+        "listops": {"programmed": False, "task": {"task": "listops"}, "steps": 150, "best_component_accuracy": 0.3,
+                    "excluded": [], "models": {"gpt_neo": model(0.3), "mamba": model(mamba_accuracy),
+                                               "manticore": model(0.32)}},
+        "pathfinder64": {"programmed": True, "task": {"task": "pathfinder", "size": 64}, "steps": 10,
+                         "excluded": ["gpt_neo"], "models": {"gpt_neo": {"runs": False}, "mamba": model(0.5, 64, 0.5),
+                                                             "manticore": model(0.5, 64, 0.5)}}}}
+
+
+def test_lra_rows_say_what_keeps_them_from_a_verdict():
+    ledger = by_id(lra_claims(lra_results(mamba_accuracy=0.15)))
+    table3, table7 = ledger["table3-beats-components-lra"], ledger["table7-programmed-exclusion"]
+    assert table3["verdict"] == table7["verdict"] == "inconclusive"
+    assert "a model sits at chance" in table3["why"] and "mamba 15.0% (at chance)" in table3["why"]
+    assert "imdb" in table3["why"] and "pathfinder32" in table3["why"], "tasks of the paper not run"
+    assert table3["arms"]["listops"]["values"] == [pytest.approx(0.02)]
+    assert "every model sits at chance" in table7["why"]
+    assert "a model sits at chance" not in by_id(lra_claims(lra_results(0.3)))["table3-beats-components-lra"]["why"]

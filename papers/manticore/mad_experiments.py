@@ -31,23 +31,21 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Literal
 
 import lightning as L
 
-from common.config import bounded, from_dict
-from common.data.mad import MADSelection, MADTaskConfig, sequence_length
-from common.errors import ConfigError, exit_on_user_error
+from common.data.mad import MADTaskConfig, sequence_length
+from common.errors import exit_on_user_error
 from common.io import write_json
-from common.models.lm import LanguageModel, LMConfig
+from common.models.lm import LMConfig
 from common.stages import load_stage, stage_args
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
-from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, TrainingRun
 from papers.manticore.hybrid import Manticore, ManticoreConfig
+from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
 from papers.manticore.search import (
     ManticoreSearchModule,
     SearchConfig,
@@ -58,120 +56,6 @@ from papers.manticore.search import (
 )
 
 log = logging.getLogger("mad_experiments")
-
-Retraining = Literal["discretized", "frozen"]
-
-
-@dataclass
-class HybridConfig:
-    """A further Manticore hybrid: component names from `components` or `baselines`, in order."""
-
-    components: list[str] = field(default_factory=list)
-    n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
-    # After search, rewind and retrain: argmax alphas ("discretized") or the searched ones ("frozen").
-    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])
-    compare: Literal["search", "discretized", "frozen"] = "discretized"  # the result compared with baselines
-
-    def check(self) -> None:
-        if len(self.components) < 2:
-            raise ConfigError(f"components: a hybrid needs at least two, got {self.components}")
-        if len(set(self.components)) != len(self.components):
-            raise ConfigError(f"components: each component once, got {self.components}")
-        if len(set(self.retrain)) != len(self.retrain):
-            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
-        if self.compare != "search" and self.compare not in self.retrain:
-            raise ConfigError(f"compare: {self.compare!r} is not retrained (retrain: {self.retrain}); "
-                              f"allowed: search, {', '.join(self.retrain) or 'nothing else'}")
-
-
-@dataclass
-class ProgrammingSearch:
-    """The MAD search whose alphas program Figure 2 (right): the paper's appendix E.3 runs it with
-    its own mixture-weight rate (0.01, simultaneous updates) and, as every from-scratch hybrid here,
-    no projectors. `n_blocks` must match the `programmed` stage's."""
-
-    n_blocks: int = bounded(2, ge=1)
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.01, update="simultaneous"))
-
-
-@dataclass
-class MADExperimentsConfig(MADSelection):
-    seed: int = 0
-    n_blocks: int = bounded(1, ge=1)  # of Manticore[components]: the paper's Table 2 (right) uses one
-    # The paper trains from-scratch hybrids without projectors (its section 3.2); the official code
-    # maps only the Mamba path through one ungated linear layer.
-    projectors: bool = False
-    # Components as LanguageModel configs without vocab_size / n_ctx (set by each task).
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])  # of Manticore[components]
-    # Existing hybrids trained alone, as the components are (LanguageModel configs, same form).
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    hybrids: dict[str, HybridConfig] = field(default_factory=dict)
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
-    programming: ProgrammingSearch | None = None
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    batch_size: int = bounded(32, ge=1)
-    match_tolerance: float = bounded(0.02, ge=0)  # relative test loss counted as a match
-
-    def check(self) -> None:
-        super().check()
-        if len(self.components) < 2:
-            raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
-        if any(t.task == "compression" for t in self.tasks().values()):
-            raise ConfigError("settings: compression is not a next-token task; Manticore's MAD table leaves it out")
-        if len(set(self.retrain)) != len(self.retrain):
-            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
-        if both := sorted(set(self.components) & set(self.baselines)):
-            raise ConfigError(f"baselines.{both[0]}: also a component; give it another name")
-        depths = {}
-        for group, models in (("components", self.components), ("baselines", self.baselines)):
-            for name, raw in models.items():
-                depths[name] = len(from_dict(LMConfig, raw, where=f"{group}.{name}").layers)
-        if self.hybrids and not self.baselines:
-            raise ConfigError("hybrids: compared with existing hybrids, but baselines is empty")
-        runs = [*depths, "manticore", *(f"manticore_{mode}" for mode in self.retrain), "programming"]
-        for name, hybrid in self.hybrids.items():
-            for run in (name, *(f"{name}_{mode}" for mode in hybrid.retrain)):
-                if run in runs:
-                    raise ConfigError(f"hybrids.{name}: its run {run!r} would share a run directory; "
-                                      f"taken: {', '.join(runs)}")
-                runs.append(run)
-        layouts = [("components", "n_blocks", list(self.components), self.n_blocks),
-                   *((f"hybrids.{h}.components", f"hybrids.{h}.n_blocks", hy.components, hy.n_blocks)
-                     for h, hy in self.hybrids.items())]
-        if self.programming is not None:
-            layouts.append(("components", "programming.n_blocks", list(self.components), self.programming.n_blocks))
-        for label, blocks_key, names, n_blocks in layouts:
-            for name in names:
-                if name not in depths:
-                    raise ConfigError(f"{label}: {name!r} is neither a component nor a baseline; "
-                                      f"known: {', '.join(depths)}")
-                if depths[name] % n_blocks:
-                    raise ConfigError(f"{blocks_key}: {n_blocks} must divide the depth of every hybrid component; "
-                                      f"{name} has {depths[name]} blocks (in {label})")
-
-
-def lm_configs(models: dict[str, dict[str, Any]], vocab_size: int, n_ctx: int, where: str) -> dict[str, LMConfig]:
-    return {name: from_dict(LMConfig, {**raw, "vocab_size": vocab_size, "n_ctx": n_ctx}, where=f"{where}.{name}")
-            for name, raw in models.items()}
-
-
-def component_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    return lm_configs(cfg.components, vocab_size, n_ctx, "mad_experiments.components")
-
-
-def baseline_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    return lm_configs(cfg.baselines, vocab_size, n_ctx, "mad_experiments.baselines")
-
-
-def build_lm(lm: LMConfig, where: str) -> LanguageModel:
-    """A `LanguageModel`, with a block's rejection of its options (a ValueError) as a `ConfigError`."""
-    try:
-        return LanguageModel(lm)
-    except ValueError as err:
-        raise ConfigError(f"{where}: {err}") from None
-
 
 def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int, projectors: bool) -> Manticore:
     """Manticore over fresh copies of `configs` (in order), mixture weights uniform."""
