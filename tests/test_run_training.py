@@ -40,13 +40,17 @@ def test_a_run_does_not_depend_on_what_ran_before_it(tmp_path):
 
 
 class StopAt(L.Callback):
-    """Dies mid-run, like a killed process, after a checkpoint has been written."""
+    """Dies at `step` like a killed process: after that step's training, or during its validation."""
 
-    def __init__(self, step: int):
-        self.step = step
+    def __init__(self, step: int, in_validation: bool = False):
+        self.step, self.in_validation = step, in_validation
 
     def on_train_batch_end(self, trainer, *args):
-        if trainer.global_step == self.step:
+        if not self.in_validation and trainer.global_step == self.step:
+            raise RuntimeError("killed")
+
+    def on_validation_start(self, trainer, *args):
+        if self.in_validation and trainer.global_step == self.step:
             raise RuntimeError("killed")
 
 
@@ -92,17 +96,6 @@ def test_the_progress_bar_is_not_part_of_the_resume_key(tmp_path, caplog):
     assert any("resuming from" in r.getMessage() for r in caplog.records) and run.steps == TRAINER.max_steps
 
 
-class DieInValidation(L.Callback):
-    """Dies during the validation of `step`, after that step's training."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_validation_start(self, trainer, *args):
-        if trainer.global_step == self.step:
-            raise RuntimeError("killed")
-
-
 def _curve(run) -> list[dict[str, float]]:
     return [{k: v for k, v in row.items() if k != "elapsed_s"} for row in run.history]
 
@@ -117,7 +110,7 @@ def test_a_resumed_run_reports_the_whole_curve_of_a_run_never_cut(tmp_path, ever
     if where == "validation" and int(step) % every[0]:
         pytest.skip("no validation at that step")
     with pytest.raises(RuntimeError, match="killed"):
-        _run(TASK, tmp_path / "cut", [(StopAt if where == "train" else DieInValidation)(int(step))], trainer)
+        _run(TASK, tmp_path / "cut", [StopAt(int(step), in_validation=where == "validation")], trainer)
     assert (tmp_path / "cut" / "checkpoints" / "last.ckpt").is_file()
     resumed = _run(TASK, tmp_path / "cut", trainer=trainer)
     assert _curve(resumed) == _curve(_run(TASK, tmp_path / "straight", trainer=trainer))
