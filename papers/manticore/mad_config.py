@@ -129,5 +129,3 @@ def build_lm(lm: LMConfig, where: str) -> LanguageModel:
         return LanguageModel(lm)
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
-
-
