@@ -81,7 +81,7 @@ def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADExperiments
 
 
 def smallest(budgets: list[int], above: dict[int, bool]) -> int | None:
-    """The smallest budget from which every larger one is above chance too (None: not the largest)."""
+    """The smallest budget from which every larger one is above chance too; None when the largest is not."""
     found = None
     for budget in reversed(budgets):
         if not above[budget]:
