@@ -13,7 +13,9 @@ import yaml
 from tests.conftest import ROOT
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
+    # The timeout catches a hang, not slowness: a smoke pipeline took 5 min alone and over 10 min
+    # within `make test` on a slow 2-core machine (2026-11-26).
     # Stage commands call `python`: put this interpreter's directory first on PATH.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "DVC_NO_ANALYTICS": "1", "CI": "true"}
