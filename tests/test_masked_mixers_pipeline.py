@@ -18,7 +18,7 @@ RESULTS = "papers/masked_mixers/results"
 
 def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     repo = copy_checkout(tmp_path / "repo", profile="smoke")
-    first = _run([sys.executable, "-m", "dvc", "repro", "papers/masked_mixers/dvc.yaml"], repo, timeout=600)
+    first = _run([sys.executable, "-m", "dvc", "repro", "papers/masked_mixers/dvc.yaml"], repo)
     for stage in STAGES:
         assert f"Running stage 'papers/masked_mixers/dvc.yaml:{stage}'" in first.stdout, first.stdout[-2000:]
     # Quiet logs: no Lightning banners, tips, notices or deprecations, and about a line per run.
