@@ -7,7 +7,6 @@ import pytest
 from papers.manticore.report import (
     build_ledger,
     late_movement,
-    lra_claims,
     mad_claims,
     mad_sizing,
     specialist_claims,
@@ -112,9 +111,8 @@ def test_the_ledger_and_the_table_render():
     sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60]] * 3
     searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
     res = results(sweeps, searched, ensemble=1.8)
-    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
-                           "lra_experiments": lra_results(0.3)})
-    assert len(ledger) == 6 + 3 + 2
+    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({})})
+    assert len(ledger) == 6 + 3
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
 
@@ -169,27 +167,3 @@ def test_mad_rows_with_every_network_above_chance_still_need_three_seeds():
 def test_the_sizing_table_marks_runs_above_chance():
     table = mad_sizing(sizing({"mamba": 300}))
     assert "| mad_baseline/in-context-recall | 0.25 | 0.50* | 0.50* | 0.50 | 0.50* |" in table
-
-
-def lra_results(mamba_accuracy: float) -> dict:
-    def model(accuracy: float, n: int = 500, chance: float = 0.144) -> dict:
-        return {"runs": True, "accuracy": accuracy, "n": n, "majority_rate": chance}
-
-    return {"profile": "tiny", "tasks": {
-        "listops": {"programmed": False, "task": {"task": "listops"}, "steps": 150, "best_component_accuracy": 0.3,
-                    "excluded": [], "models": {"gpt_neo": model(0.3), "mamba": model(mamba_accuracy),
-                                               "manticore": model(0.32)}},
-        "pathfinder64": {"programmed": True, "task": {"task": "pathfinder", "size": 64}, "steps": 10,
-                         "excluded": ["gpt_neo"], "models": {"gpt_neo": {"runs": False}, "mamba": model(0.5, 64, 0.5),
-                                                             "manticore": model(0.5, 64, 0.5)}}}}
-
-
-def test_lra_rows_say_what_keeps_them_from_a_verdict():
-    ledger = by_id(lra_claims(lra_results(mamba_accuracy=0.15)))
-    table3, table7 = ledger["table3-beats-components-lra"], ledger["table7-programmed-exclusion"]
-    assert table3["verdict"] == table7["verdict"] == "inconclusive"
-    assert "a model sits at chance" in table3["why"] and "mamba 15.0% (at chance)" in table3["why"]
-    assert "imdb" in table3["why"] and "pathfinder32" in table3["why"], "tasks of the paper not run"
-    assert table3["arms"]["listops"]["values"] == [pytest.approx(0.02)]
-    assert "every model sits at chance" in table7["why"]
-    assert "a model sits at chance" not in by_id(lra_claims(lra_results(0.3)))["table3-beats-components-lra"]["why"]
