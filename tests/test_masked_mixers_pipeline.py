@@ -11,8 +11,8 @@ from nbclient import NotebookClient
 
 from tests.test_dvc import _run, copy_checkout
 
-STAGES = ("clm", "representation", "generation", "autoencoders", "bidirectional", "summaries", "retrieval", "memory",
-          "report")
+STAGES = ("clm", "norms", "representation", "generation", "autoencoders", "bidirectional", "summaries", "retrieval",
+          "memory", "expansion", "report")
 RESULTS = "papers/masked_mixers/results"
 
 
@@ -32,16 +32,24 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for name in ("clm_loss.png", "autoencoders_loss.png", "bidirectional_loss.png", "claims.json", "metrics.json"):
         assert (results / name).stat().st_size > 0, name
 
-    for section in ("clm", "autoencoders", "bidirectional"):
+    for section in ("clm", "norms", "autoencoders", "bidirectional"):
         res = json.loads((results / f"{section}.json").read_text())
         assert res["profile"] == "smoke" and res["chance_loss"] > 0
         for name, model in res["models"].items():
             assert sorted(model["seeds"]) == ["0", "1", "2"], name
             for run in model["seeds"].values():
                 assert run["steps"] == res["steps"], f"{section}/{name}: every run stops at exactly {res['steps']}"
+    norms = json.loads((results / "norms.json").read_text())
+    assert norms["recipe_of"] == "clm" and set(norms["models"]) == {"mixer_flat", "llama_h4"}
+    for name, model in norms["models"].items():
+        assert model["n_params"] < clm["models"][name]["n_params"], f"{name} without its norms has fewer parameters"
     rep = json.loads((results / "representation.json").read_text())["results"]
     assert set(rep) == {"untrained/d16_l2", "untrained/d32_l2", "trained/d16_l2"}
     assert set(rep["untrained/d32_l2"]["llama_h4"]["2"]) == {"full", "last_token"}
+    expansion = json.loads((results / "expansion.json").read_text())
+    assert expansion["expansions"]["2.0"]["dead"] > 0 and expansion["expansions"]["0.5"]["lost_positions"] > 0
+    assert expansion["representation_size"] == "d32_l2"
+    assert set(expansion["representation"]) == {"mixer_flat", "mixer_expanded"}
     summaries = json.loads((results / "summaries.json").read_text())
     assert summaries["source"] == "corpus" and summaries["empty_summaries"] == 0
     retrieval = json.loads((results / "retrieval.json").read_text())
@@ -62,7 +70,9 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     readme = (repo / "papers/masked_mixers/README.md").read_text()
     assert "| claim | where | verdict |" in readme and "_Profile `smoke`" in readme
     claims = json.loads((results / "claims.json").read_text())["claims"]
-    assert {"clm-mixer-vs-llama", "fig3-untrained-transformer", "bidirectional-as-clm"} <= {c["id"] for c in claims}
+    assert {"clm-mixer-vs-llama", "fig3-untrained-transformer", "bidirectional-as-clm",
+            "fig-s1-expansion-unused-parameters", "fig-s3-flat-passes-more-between-tokens",
+            "tables-s1-s3-width-sweep", "blog-mixer-slower-without-norms"} <= {c["id"] for c in claims}
 
     notebook_path = repo / "notebooks" / "masked_mixers.ipynb"
     notebook = nbformat.read(notebook_path, as_version=4)

@@ -115,3 +115,60 @@ def test_the_context_length_row_reads_runs_shorter_than_five_steps():
            "models": {m: {"seeds": {"0": {"history": history}}} for m in ("mixer_flat", "llama_h4")}}
     row = context_length_claim(clm)
     assert row["verdict"] == "needs paper scale" and "0.00 at step 1" in row["evidence"]
+
+
+def _curve(losses: list[float]) -> dict:
+    return {"history": [{"step": 20 * (i + 1), "train/loss": loss} for i, loss in enumerate(losses)]}
+
+
+def test_a_rebound_is_the_largest_rise_above_the_lowest_loss_so_far():
+    from papers.masked_mixers.report import rebound
+
+    assert rebound(_curve([5.0, 3.0, 3.5, 2.0, 2.9, 1.0])) == pytest.approx(0.9)  # 2.0 -> 2.9, not 3.0 -> 3.5
+    assert rebound(_curve([5.0, 4.0, 3.0])) == 0.0
+    assert rebound(_curve([5.0, float("nan"), 1.0])) == float("inf")
+
+
+def _norms(curves: dict[str, list[list[float]]], losses: dict[str, list[float]]) -> dict:
+    return {"profile": "tiny", "steps": 100, "seeds": [0, 1, 2], "chance_loss": 5.0,
+            "sizes": {"d_model": 64, "n_layers": 4, "n_ctx": 128},
+            "models": {name: {"seeds": {str(k): {**_curve(c), "val_loss": loss, "late_movement": 0.01,
+                                                 "history": _curve(c)["history"] + [{"step": 100, "val/loss": loss}]}
+                                        for k, (c, loss) in enumerate(zip(curves[name], losses[name]))}}
+                       for name in curves}}
+
+
+SMOOTH = [[5.0, 3.0, 2.0, 1.5, 1.2]] * 3
+SPIKY = [[5.0, 3.0, 4.0, 2.0, 1.8]] * 3  # rises 1.0 > ln 2 above its lowest so far
+
+
+@pytest.mark.parametrize(("without", "with_", "loss", "verdict"), [
+    (SPIKY, SMOOTH, [2.0, 2.1, 2.2], "reproduced"),
+    (SMOOTH, SMOOTH, [2.0, 2.1, 2.2], "not reproduced"),
+    (SMOOTH, SMOOTH, [5.1, 5.2, 5.3], "inconclusive"),  # at the unigram loss: it learnt nothing to be stable at
+    (SPIKY, SPIKY, [2.0, 2.1, 2.2], "inconclusive"),  # the control spikes too
+    (SPIKY[:1] + SMOOTH[1:], SMOOTH, [2.0, 2.1, 2.2], "inconclusive"),
+])
+def test_transformer_instability_is_judged_on_spikes_with_a_clean_control(without, with_, loss, verdict):
+    from papers.masked_mixers.report import norms_claims
+
+    norms = _norms({"llama_h4": without}, {"llama_h4": loss})
+    clm = _norms({"llama_h4": with_}, {"llama_h4": [1.0, 1.1, 1.05]})
+    (entry,) = norms_claims(norms, clm)
+    assert entry["id"] == "blog-transformer-unstable-without-norms" and entry["verdict"] == verdict
+
+
+def test_a_mixer_without_norms_is_judged_on_spikes_and_on_its_loss_gap_apart():
+    from papers.masked_mixers.report import norms_claims
+
+    def verdicts(curves, losses):
+        clm = _norms({"mixer_flat": SMOOTH}, {"mixer_flat": [1.30, 1.31, 1.29]})
+        norms = _norms({"mixer_flat": curves}, {"mixer_flat": losses})
+        return {e["id"]: e["verdict"] for e in norms_claims(norms, clm)}
+
+    assert verdicts(SMOOTH, [1.50, 1.52, 1.49]) == {"blog-mixer-stable-without-norms": "reproduced",
+                                                    "blog-mixer-slower-without-norms": "reproduced"}
+    assert verdicts(SMOOTH, [1.10, 1.12, 1.09]) == {"blog-mixer-stable-without-norms": "reproduced",
+                                                    "blog-mixer-slower-without-norms": "not reproduced"}
+    assert verdicts(SPIKY[:1] + SMOOTH[1:], [1.50, 1.52, 1.49])["blog-mixer-stable-without-norms"] == "not reproduced"
+    assert verdicts(SMOOTH, [5.1, 5.2, 5.3])["blog-mixer-stable-without-norms"] == "inconclusive"

@@ -7,6 +7,11 @@ width and depth, trained for the same number of steps on the same batches, for e
   own token from the encoder's last-token vector, so the labels are not shifted.
 - `--section bidirectional`: bidirectional language models; the prediction at t is of token t + 1
   from tokens <= t and >= t + 2 (standard shift).
+- `--section norms`: the blog's ablation, causal language models without layer norms. The
+  section names models of the `clm` section; each is trained with every norm taken out (per block
+  and final) and with the `clm` section's recipe (seeds, steps, batch, optimizer), so the report
+  sets each run beside the `clm` run of the same model and seed, norms in place, without training
+  that one twice.
 
 Every section trains on padded single stories (one story per row, cut to the window), the layout
 the official code trains on for models that are later embedded; the rows must hold the whole
@@ -27,18 +32,19 @@ retrieval stages read the `clm` and `autoencoders` ones.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from common.config import stage_config
 from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.chance import unigram_loss
 from common.io import write_json
 from common.parallel import run_jobs
-from common.stages import stage_args
+from common.stages import load_stage, stage_args
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
@@ -46,8 +52,32 @@ from papers.masked_mixers.shared import load_paper_stage, plot_seed_curves, voca
 from papers.masked_mixers.train import CompareConfig, run_dir_of, train_network
 
 log = logging.getLogger("mm_compare")
-SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None}
+SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None, "norms": "lm"}
 LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves there
+
+
+@dataclass
+class NormsConfig:
+    """The `norms` section: which of the clm section's models lose their norms."""
+
+    models: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        if not self.models:
+            raise ConfigError("models: list at least one of the clm section's models")
+
+
+def load_norms_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str]:
+    """The clm section's recipe with the norms section's models, and those models without norms."""
+    own, profile, params = load_stage(params_path, "norms", NormsConfig)
+    recipe = stage_config(params, "clm", CompareConfig, profile)
+    missing = [name for name in own.models if name not in recipe.models]
+    if missing:
+        raise ConfigError(f"norms.models: {missing[0]} is not trained by the clm section, so it has no run with its "
+                          f"norms to compare with; allowed: {', '.join(recipe.models)}")
+    sizes = stage_config(params, "models", ModelsConfig, profile)
+    archs = {**sizes.archs, **{name: replace(sizes.spec(name), norm="none", final_norm="none") for name in own.models}}
+    return replace(recipe, models=own.models), replace(sizes, archs=archs), profile
 
 
 def check_kind(section: str, name: str, spec: ArchSpec) -> None:
@@ -90,7 +120,10 @@ def chance_loss(data: Path, vocab: int, n_ctx: int) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "results",
                       extra=lambda parser: parser.add_argument("--section", choices=SECTIONS, required=True))
-    cfg, sizes, profile = load_paper_stage(args.params, args.section, CompareConfig)
+    if args.section == "norms":
+        cfg, sizes, profile = load_norms_section(args.params)
+    else:
+        cfg, sizes, profile = load_paper_stage(args.params, args.section, CompareConfig)
     vocab = vocab_size(args.tokenizer)
     specs = {name: sizes.spec(name) for name in cfg.models}
     for name, spec in specs.items():
@@ -117,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                      f"{len(cfg.seeds)} seeds")
     write_json(args.results / f"{args.section}.json", {
         "profile": profile, "steps": steps, "batch_size": cfg.batch_size, "seeds": cfg.seeds,
+        **({"recipe_of": "clm", "removed": ["norm", "final_norm"]} if args.section == "norms" else {}),
         "late_fraction": LATE_FRACTION, "chance_loss": round(chance_loss(args.data, vocab, sizes.n_ctx), 4),
         "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "vocab_size": vocab,
         "models": models,
