@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from papers.masked_mixers.representation import (
+from papers.masked_mixers.input_representation import (
     decode_topk,
     hamming_metric,
     lr_at,

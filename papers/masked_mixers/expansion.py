@@ -19,7 +19,7 @@ block as the models section builds it (width, window, kernel, heads), per expans
 
 The flat mixer (e = 1) is the control: it must show neither.
 
-Figure S3 is measured as Figure 3 is (`representation.py`, with the `representation` section's
+Figure S3 is measured as Figure 3 is (`input_representation.py`, with the `representation` section's
 inputs, steps, rates and seeds), untrained at that section's last (the paper's) size, for the
 flat and the expanded mixer of the models section: the whole last layer, and the last token's
 vector alone.
@@ -40,8 +40,8 @@ from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
 from common.stages import load_stage, stage_args
+from papers.masked_mixers.input_representation import RepresentationConfig, measure
 from papers.masked_mixers.models import ModelsConfig
-from papers.masked_mixers.representation import RepresentationConfig, measure
 from papers.masked_mixers.shared import vocab_size
 
 log = logging.getLogger("mm_expansion")
