@@ -65,7 +65,9 @@ Choices and differences from mad-lab (where the spec is silent or mad-lab has a 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -318,6 +320,20 @@ def _in_context_recall(cfg: MADTaskConfig, rng: np.random.Generator, n: int, tra
     return seq[:, :-1], (seq[:, 1:] if train else tgt[:, 1:])
 
 
+@contextlib.contextmanager
+def _cycle_collector_paused():
+    """The fuzzy-recall loop allocates millions of small lists and tuples, none in a cycle, and each
+    collection they trigger scans every object the process holds: with torch imported (170k
+    objects) generation ran 3x slower (0.88 s against 0.25 s for 2,080 instances here)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _fuzzy_in_context_recall(cfg: MADTaskConfig, rng: np.random.Generator, n: int, train: bool):
     V, L, mq = cfg.vocab_size, cfg.seq_len, cfg.multi_query
     K, Vm = cfg.k_motif_size, cfg.v_motif_size
@@ -338,38 +354,39 @@ def _fuzzy_in_context_recall(cfg: MADTaskConfig, rng: np.random.Generator, n: in
 
     inputs = np.full((n, L + 1), pad, dtype=np.int64)
     targets = np.full((n, L + 1), IGNORE_INDEX, dtype=np.int64)
-    lists = [a.tolist() for a in (k_size, v_size, key_motifs, val_motifs, is_noise, noise_tok, probe_idx)]
-    for i, (ks, vs, km, vm, nz, nt, pidx) in enumerate(zip(*lists)):
-        pkey, pval = tuple(km[T][: ks[T]]), tuple(vm[T][: vs[T]])
-        stop = L - len(pkey) - len(pval) - (K + Vm)
-        value_of = {pkey: pval}
-        seen: set = set()
-        seq: list = []
-        tgt: list = []
-        inserted = False
-        for j in range(T):
-            if len(seq) >= stop:
-                break
-            if not inserted and (len(seq) >= pidx or len(seq) + ks[j] + vs[j] >= stop):
-                seq += pkey + pval
-                tgt += [IGNORE_INDEX] * (len(pkey) + len(pval))
-                seen.add(pkey)
-                inserted = True
-            elif nz[j]:
-                seq += nt[j][: ks[j] + vs[j]]
-                tgt += [IGNORE_INDEX] * (ks[j] + vs[j])
-            else:
-                key = tuple(km[j][: ks[j]])
-                val = value_of.setdefault(key, tuple(vm[j][: vs[j]]))
-                seq += key + val
-                tgt += [IGNORE_INDEX] * len(key)
-                tgt += list(val) if (mq and key in seen) else [IGNORE_INDEX] * len(val)
-                seen.add(key)
-        prefix = [] if mq else [V - 1]
-        seq += prefix + list(pkey + pval)
-        tgt += [IGNORE_INDEX] * (len(prefix) + len(pkey)) + list(pval)
-        inputs[i, L + 1 - len(seq) :] = seq  # left-pad to L + 1
-        targets[i, L + 1 - len(tgt) :] = tgt
+    with _cycle_collector_paused():
+        lists = [a.tolist() for a in (k_size, v_size, key_motifs, val_motifs, is_noise, noise_tok, probe_idx)]
+        for i, (ks, vs, km, vm, nz, nt, pidx) in enumerate(zip(*lists)):
+            pkey, pval = tuple(km[T][: ks[T]]), tuple(vm[T][: vs[T]])
+            stop = L - len(pkey) - len(pval) - (K + Vm)
+            value_of = {pkey: pval}
+            seen: set = set()
+            seq: list = []
+            tgt: list = []
+            inserted = False
+            for j in range(T):
+                if len(seq) >= stop:
+                    break
+                if not inserted and (len(seq) >= pidx or len(seq) + ks[j] + vs[j] >= stop):
+                    seq += pkey + pval
+                    tgt += [IGNORE_INDEX] * (len(pkey) + len(pval))
+                    seen.add(pkey)
+                    inserted = True
+                elif nz[j]:
+                    seq += nt[j][: ks[j] + vs[j]]
+                    tgt += [IGNORE_INDEX] * (ks[j] + vs[j])
+                else:
+                    key = tuple(km[j][: ks[j]])
+                    val = value_of.setdefault(key, tuple(vm[j][: vs[j]]))
+                    seq += key + val
+                    tgt += [IGNORE_INDEX] * len(key)
+                    tgt += list(val) if (mq and key in seen) else [IGNORE_INDEX] * len(val)
+                    seen.add(key)
+            prefix = [] if mq else [V - 1]
+            seq += prefix + list(pkey + pval)
+            tgt += [IGNORE_INDEX] * (len(prefix) + len(pkey)) + list(pval)
+            inputs[i, L + 1 - len(seq) :] = seq  # left-pad to L + 1
+            targets[i, L + 1 - len(tgt) :] = tgt
     return inputs[:, :-1], (inputs[:, 1:] if train else targets[:, 1:])
 
 
