@@ -132,7 +132,7 @@ def test_a_rebound_is_the_largest_rise_above_the_lowest_loss_so_far():
 def _norms(curves: dict[str, list[list[float]]], losses: dict[str, list[float]]) -> dict:
     return {"profile": "tiny", "steps": 100, "seeds": [0, 1, 2], "chance_loss": 5.0,
             "sizes": {"d_model": 64, "n_layers": 4, "n_ctx": 128},
-            "models": {name: {"seeds": {str(k): {**_curve(c), "val_loss": loss, "late_movement": 0.01,
+            "models": {name: {"seeds": {str(k): {"val_loss": loss, "late_movement": 0.01,
                                                  "history": _curve(c)["history"] + [{"step": 100, "val/loss": loss}]}
                                         for k, (c, loss) in enumerate(zip(curves[name], losses[name]))}}
                        for name in curves}}
