@@ -8,6 +8,8 @@ import argparse
 import ast
 import importlib
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,28 @@ def test_no_stage_script_is_imported_by_other_code():
             for name in imported_modules(path) & stage_modules:
                 offenders.append(f"{path.relative_to(ROOT)} imports the stage script {name}")
     assert not offenders, "\n".join(offenders)
+
+
+HELP_PROBE = """
+import contextlib, io, runpy, sys
+module = sys.argv[1]
+sys.argv = [module, "--help"]
+shown = io.StringIO()
+try:
+    with contextlib.redirect_stdout(shown):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    code = "no exit"
+except SystemExit as done:
+    code = done.code
+print(code, [name for name in ("torch", "lightning") if name in sys.modules], shown.getvalue().startswith("usage:"))
+"""
+
+
+@pytest.mark.parametrize("module", sorted({module for _, module, _ in STAGES}))
+def test_help_answers_before_torch_and_lightning_load(module):
+    """`python -m <stage> --help` prints the usage and exits 0 without importing torch or Lightning,
+    which take about 10 s to load on a busy 2-core machine (the issue measured 30 s for `--help`)."""
+    done = subprocess.run([sys.executable, "-c", HELP_PROBE, module], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 [] True", done.stdout  # exit 0, neither module loaded, usage shown

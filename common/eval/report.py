@@ -16,7 +16,7 @@ from pathlib import Path
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.ledger import headline_metrics
 from common.io import atomic_file, write_json
-from common.stages import stage_args
+from common.stages import StageCLI
 
 
 def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> str:
@@ -53,8 +53,8 @@ def report_main(paper: str, tables: dict[str, Callable[[dict], str]], argv: list
 
     @exit_on_user_error
     def run() -> None:
-        args = stage_args(argv, f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.",
-                          "results", "readme", params=False)
+        args = StageCLI(f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.",
+                        ("results", "readme"), params=False).parse(argv)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
         update_readme(args.readme, args.results, tables, f"run `dvc repro papers/{paper}/dvc.yaml` first")
         logging.getLogger("report").info("updated %s", args.readme)
@@ -81,8 +81,8 @@ def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: 
 
     @exit_on_user_error
     def run() -> None:
-        args = stage_args(argv, f"Write the claims ledger of papers/{paper}, its metrics and the README's tables.",
-                          "results", "readme", "claims", "metrics", params=False)
+        args = StageCLI(f"Write the claims ledger of papers/{paper}, its metrics and the README's tables.",
+                        ("results", "readme", "claims", "metrics"), params=False).parse(argv)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
         if args.claims.resolve() != (args.results / "claims.json").resolve():
             raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "

@@ -1,7 +1,7 @@
 """DVC stage entry points of the root pipeline; `python -m common.stages.<name> --help`.
 
 Each stage reads its own section of a params file, resolved for the active profile, takes its input
-and output paths as required arguments (`stage_args`; `dvc.yaml` is the one place they are
+and output paths as required arguments (`stage_cli`; `dvc.yaml` is the one place they are
 written), writes outputs atomically, and reports a user error as one line with exit status 2.
 
 Paper pipelines (`papers/<paper>/dvc.yaml`) run their stages from the repository root
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,21 +24,43 @@ from common.errors import ConfigError
 T = TypeVar("T")
 
 
-def stage_args(argv: list[str] | None, doc: str, *paths: str, params: bool = True,
-               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
-    """A stage's command line: `--params` (unless `params=False`) and one `--<name>` per path, all
-    required. Paths are written once, in `dvc.yaml`; a stage has no defaults that could drift from
-    them. `extra` adds options that are not paths."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    if params:
-        parser.add_argument("--params", type=Path, required=True, metavar="PATH",
-                            help="params file with the stage's section (a paper's takes its profile from the root "
-                                 "params.yaml)")
-    for name in paths:
-        parser.add_argument(f"--{name}", type=Path, required=True, metavar="PATH")
-    if extra is not None:
-        extra(parser)
-    return parser.parse_args(argv)
+@dataclass(frozen=True)
+class StageCLI:
+    """A stage's command line: `--params` (unless `params=False`), one required `--<name>` per path,
+    and `options`, each an `--option` with its `argparse` keywords. Paths are written once, in
+    `dvc.yaml`; a stage has no defaults that could drift from them."""
+
+    doc: str
+    paths: tuple[str, ...]
+    params: bool = True
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(description=self.doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if self.params:
+            parser.add_argument("--params", type=Path, required=True, metavar="PATH",
+                                help="params file with the stage's section (a paper's takes its profile from the "
+                                     "root params.yaml)")
+        for name in self.paths:
+            parser.add_argument(f"--{name}", type=Path, required=True, metavar="PATH")
+        for flag, keywords in self.options.items():
+            parser.add_argument(flag, **keywords)
+        return parser
+
+    def parse(self, argv: list[str] | None) -> argparse.Namespace:
+        return self.parser().parse_args(argv)
+
+
+def stage_cli(module: str, doc: str | None, *paths: str, params: bool = True,
+              options: dict[str, dict[str, Any]] | None = None) -> StageCLI:
+    """Declare a stage's command line at the top of its module, before its other imports:
+    `CLI = stage_cli(__name__, __doc__, "data", "out")`. When the module runs as a script with
+    `-h`/`--help`, the help is printed and the process exits here, before the imports of torch and
+    Lightning (about 10 s on a loaded 2-core machine) that the stage's work needs."""
+    cli = StageCLI(doc or "", paths, params, options or {})
+    if module == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):
+        cli.parse(sys.argv[1:])  # prints the help and exits
+    return cli
 
 
 ROOT_PARAMS = Path("params.yaml")

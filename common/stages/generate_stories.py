@@ -6,6 +6,12 @@ Profiles `smoke` and `tiny` generate stories with ground-truth summaries from ou
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "out")
+
 import logging
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -18,7 +24,6 @@ from common.data.manifest import write_manifest
 from common.data.stories import generate_stories
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_args
 
 log = logging.getLogger("generate_stories")
 
@@ -47,7 +52,7 @@ def build(cfg: StoriesConfig) -> datasets.DatasetDict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "stories", StoriesConfig)
     corpus = build(cfg)
     with atomic_dir(args.out) as tmp:

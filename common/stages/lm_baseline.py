@@ -7,6 +7,12 @@ the stage is started again with the same configuration.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "metrics", "plot")
+
 import logging
 from dataclasses import asdict, dataclass, field
 
@@ -18,7 +24,6 @@ from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
 from common.eval.plots import plot_loss_curves
 from common.models.hf import LlamaSpec, build_llama
-from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, run_training
@@ -37,7 +42,7 @@ class LMBaselineConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "metrics", "plot")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "lm_baseline", LMBaselineConfig)
 
     # Validate every input before anything is written.

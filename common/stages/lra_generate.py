@@ -9,13 +9,18 @@ generated from their seed; IMDb and CIFAR-10 (`paper` profile) come from the Hug
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "out")
+
 import logging
 from dataclasses import dataclass, field
 
 from common.data.lra import LRATaskConfig, lra_splits, save_splits
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_args
 
 log = logging.getLogger("lra_generate")
 
@@ -34,7 +39,7 @@ class LRAGenerateConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "lra_generate", LRAGenerateConfig)
     with atomic_dir(args.out) as tmp:
         for name, task in cfg.tasks.items():

@@ -12,6 +12,12 @@ accuracy over entries, and its class-averaged twin); and the same as a markdown 
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "run-dir", "metrics", "table")
+
 import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,7 +27,6 @@ from common.data import mad
 from common.errors import exit_on_user_error
 from common.io import atomic_file, write_json
 from common.models.lm import LMConfig
-from common.stages import load_stage, stage_args
 from common.training.mad import train_on_mad
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -70,7 +75,7 @@ def markdown_table(results: dict[str, Any]) -> str:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "run-dir", "metrics", "table")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "mad_suite", MADSuiteConfig)
 
     tasks = cfg.tasks()

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "stories", "tokenizer", "out")
+
 import logging
 from dataclasses import asdict, dataclass
 
@@ -13,7 +19,6 @@ from common.data.tokenized import tokenize_packed, tokenize_padded
 from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_args
 
 log = logging.getLogger("tokenize")
 
@@ -26,7 +31,7 @@ class TokenizeConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "stories", "tokenizer", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "tokenize", TokenizeConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     tokenizer = load_tokenizer(args.tokenizer)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "stories", "out")
+
 import logging
 from dataclasses import asdict, dataclass
 
@@ -12,7 +18,6 @@ from common.data.manifest import verify_manifest, write_manifest
 from common.data.tokenizer import train_tokenizer
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
-from common.stages import load_stage, stage_args
 
 log = logging.getLogger("train_tokenizer")
 
@@ -25,7 +30,7 @@ class TokenizerConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "stories", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "tokenizer", TokenizerConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     train = datasets.load_from_disk(str(args.stories))["train"]

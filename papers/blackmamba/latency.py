@@ -11,6 +11,12 @@ length is within `flat_tolerance` of that at the first length of at least 64 tok
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "tokenizer", "out", "plot")
+
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +32,6 @@ from common.eval.generation import generation_profile
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import LanguageModel
-from common.stages import load_stage, stage_args
 from papers.blackmamba.compared_models import TrainCompareConfig, model_configs
 
 log = logging.getLogger("latency")
@@ -60,7 +65,7 @@ def plot(results: dict, lengths: list[int], path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "tokenizer", "out", "plot")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "latency", LatencyConfig)
     models_cfg, _, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
     torch.set_num_threads(cfg.threads)

@@ -13,6 +13,12 @@ layers (from layer 20 of 30 and 25 of 36); `late_fraction` is the share of MoE l
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "models", "data", "out", "plot")
+
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +33,6 @@ from common.errors import DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import load_language_model
-from common.stages import load_stage, stage_args
 from papers.blackmamba.model import ROUTING_MODEL
 
 log = logging.getLogger("routing")
@@ -83,7 +88,7 @@ def layer_stats(counts: list[torch.Tensor], cfg: RoutingConfig) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "models", "data", "out", "plot")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "routing", RoutingConfig)
     name = ROUTING_MODEL if (args.models / ROUTING_MODEL).is_dir() else "blackmamba"
     seed_dirs = sorted(p for p in (args.models / name).glob("seed*") if (p / "config.json").is_file())

@@ -19,6 +19,12 @@ And, after exactly one iteration of each init: the load balance of the resulting
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "out")
+
 import itertools
 import logging
 import statistics
@@ -30,7 +36,6 @@ from common.blocks.moe import SINKHORN_INITS, SinkhornInput, load_balance_stats,
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage, stage_args
 
 log = logging.getLogger("sinkhorn")
 CRITERIA = ("absolute", "relative")
@@ -113,7 +118,7 @@ def study(cfg: SinkhornStudyConfig) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "sinkhorn", SinkhornStudyConfig)
     result = study(cfg)
     write_json(args.out, {"profile": profile, "config": vars(cfg), **result})

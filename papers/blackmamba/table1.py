@@ -13,6 +13,12 @@ in/out projections is counted as a full-width embedding.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "out")
+
 import logging
 from dataclasses import dataclass
 
@@ -20,7 +26,6 @@ from common.errors import exit_on_user_error
 from common.eval.counting import count_lm, training_flops
 from common.io import write_json
 from common.models.lm import LMConfig
-from common.stages import load_stage, stage_args
 from papers.blackmamba.model import SIZES, lm_config
 
 log = logging.getLogger("table1")
@@ -101,7 +106,7 @@ def table1(n_ctx: int = N_CTX) -> list[dict]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "table1", Table1Config)
     rows = table1(cfg.n_ctx)
     write_json(args.out, {"profile": profile, "n_ctx": cfg.n_ctx, "rows": rows})

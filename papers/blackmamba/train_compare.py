@@ -33,6 +33,12 @@ Writes `results/train_compare.json`, a plot, and every trained model (`save_lang
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "models-out", "out", "plot")
+
 import logging
 import math
 from pathlib import Path
@@ -50,7 +56,6 @@ from common.eval.plots import save_figure
 from common.io import write_json
 from common.models.lm import LMConfig, save_language_model
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -114,7 +119,7 @@ def plot_curves(models: dict, path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "models-out", "out", "plot")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "train_compare", TrainCompareConfig)
 
     vocab_size = len(load_tokenizer(args.tokenizer))

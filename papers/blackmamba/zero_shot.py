@@ -14,6 +14,12 @@ parameters (Table I). The report compares BlackMamba's accuracy with each baseli
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "models", "tokenizer", "stories", "tasks-dir", "out")
+
 import logging
 import statistics
 from dataclasses import dataclass, field
@@ -29,7 +35,6 @@ from common.eval.story_tasks import write_story_tasks
 from common.io import atomic_dir, write_json
 from common.models.lm import load_language_model
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from papers.blackmamba.model import ROUTING_MODEL
 
 log = logging.getLogger("zero_shot")
@@ -81,7 +86,7 @@ def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path) -> tuple[
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "models", "tokenizer", "stories", "tasks-dir", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "zero_shot", ZeroShotConfig)
     load_tokenizer(args.tokenizer)  # a bad tokenizer is one line here, not a traceback in a worker
     model_dirs = (sorted(p for p in args.models.glob("*/seed*") if (p / "config.json").is_file()

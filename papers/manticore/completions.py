@@ -19,6 +19,12 @@ padded to `n_ctx`, with a manifest that records the tokenizer), and a small JSON
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "stories", "out", "summary")
+
 import logging
 import random
 from dataclasses import asdict, dataclass, field
@@ -35,7 +41,6 @@ from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
-from common.stages import load_stage, stage_args
 from papers.manticore.vocabulary import load_component_tokenizers, load_components
 
 log = logging.getLogger("completions")
@@ -93,7 +98,7 @@ def complete_all(model: LanguageModel, tokenizer, texts: list[str], cfg: Complet
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "components", "stories", "out", "summary")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
     torch.set_num_threads(cfg.threads)
     if cfg.greedy not in cfg.components:

@@ -16,6 +16,12 @@ own at `paper`), so later stages never depend on where a component came from.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "instructions", "tokenizer", "run-dir", "out", "metrics")
+
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,7 +36,6 @@ from common.errors import ConfigError, DataError, HubUnavailable, exit_on_user_e
 from common.eval.heldout import heldout_loss
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel, LMConfig, check_lm_spec, save_language_model
-from common.stages import load_stage, stage_args
 from common.standins import model_source
 from common.training.lm import train_language_model
 from common.training.optim import OptimConfig
@@ -100,7 +105,7 @@ def from_hub(name: str, repo: str) -> tuple[LanguageModel, PreTrainedTokenizerBa
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "instructions", "tokenizer", "run-dir", "out", "metrics")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "components", ComponentsConfig)
 
     results = {}

@@ -58,10 +58,6 @@ class SweepConfig(FineTuneConfig):
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
 
 
-# The paths every fine-tuning stage takes (`stage_args`): inputs, its run directory, results and plot.
-FINE_TUNING_PATHS = ("components", "completions", "general", "run-dir", "out", "plot")
-
-
 class Runner:
     """Trains one network per experiment, each from the same starting weights."""
 

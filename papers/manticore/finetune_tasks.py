@@ -20,6 +20,12 @@ PTB it falls between them). Writes `results/finetune_tasks.json` and a bar plot.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "general", "stories", "run-dir", "out", "plot")
+
 import copy
 import logging
 import random
@@ -39,7 +45,6 @@ from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
-from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner, hybrid_inputs, val_loss
 from papers.manticore.instructions import generate_instructions, mix_genres
@@ -122,7 +127,7 @@ def plot_tasks(rows: dict[str, dict], names: list[str], path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "components", "general", "stories", "run-dir", "out", "plot")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
     components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])
     vocab_size = len(tokenizer)

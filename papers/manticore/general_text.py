@@ -13,6 +13,12 @@ bug; see the README).
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "stories", "out", "summary")
+
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -28,7 +34,6 @@ from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_args
 from papers.manticore.vocabulary import load_component_tokenizers
 
 log = logging.getLogger("general_text")
@@ -57,7 +62,7 @@ def documents(cfg: GeneralTextConfig, split: str, stories: Path) -> Iterable[str
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "components", "stories", "out", "summary")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "general_text", GeneralTextConfig)
     tokenizers = dict(zip(cfg.tokenizers, load_component_tokenizers(args.components, cfg.tokenizers)))
     budgets = {"train": cfg.train_tokens, "validation": cfg.validation_tokens}

@@ -12,6 +12,12 @@ last): `start` keeps them apart from the instructions the fine-tuning stages dra
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "tokenizer", "out", "summary")
+
 import logging
 from dataclasses import asdict, dataclass
 
@@ -23,7 +29,6 @@ from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import load_tokenizer, tokenizer_fingerprint
 from common.errors import DataError, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_args
 from papers.manticore.instructions import generate_instructions
 
 log = logging.getLogger("instruction_text")
@@ -40,7 +45,7 @@ class InstructionTextConfig:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "tokenizer", "out", "summary")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "instruction_text", InstructionTextConfig)
     tokenizer = load_tokenizer(args.tokenizer)
     texts = generate_instructions(cfg.n_train + cfg.n_validation, cfg.seed, cfg.start)["text"]

@@ -23,6 +23,12 @@ better component on most searched tasks; the programmed hybrid trains where GPT-
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "lra", "run-dir", "out")
+
 import json
 import logging
 from collections.abc import Callable
@@ -43,7 +49,6 @@ from common.data.task_datamodules import LRADataModule, collate_arrays
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
-from common.stages import load_stage, stage_args
 from common.training.lra import evaluate_classifier
 from common.training.mad import lm_backbone
 from common.training.modules import SequenceClassificationModule
@@ -345,7 +350,7 @@ def summarise(rows: dict[str, dict], tolerance: float) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "lra", "run-dir", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "lra_experiments", LRAExperimentsConfig)
 
     rows = {name: run_task(cfg, name, args.lra, args.run_dir / name) for name in cfg.tasks}

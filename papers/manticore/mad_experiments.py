@@ -28,6 +28,12 @@ Compression is not part of it (the official pipeline did not run it either).
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "run-dir", "out")
+
 import copy
 import logging
 from collections.abc import Callable
@@ -40,7 +46,6 @@ from common.data.mad import MADTaskConfig, sequence_length
 from common.errors import exit_on_user_error
 from common.io import write_json
 from common.models.lm import LMConfig
-from common.stages import load_stage, stage_args
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from common.training.trainer import TrainerConfig, TrainingRun
@@ -126,7 +131,7 @@ def matches(loss: float, best: float, tolerance: float) -> bool:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "run-dir", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
     tasks = cfg.tasks()
 

@@ -18,6 +18,12 @@ at which each network is above chance, and the smallest at which all of them are
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "run-dir", "out")
+
 import logging
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -32,7 +38,6 @@ from common.eval.ledger import run_above_chance
 from common.io import write_json
 from common.models.lm import LMConfig
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
@@ -92,7 +97,7 @@ def smallest(budgets: list[int], above: dict[int, bool]) -> int | None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "run-dir", "out")
+    args = CLI.parse(argv)
     sizing, profile, params = load_stage(args.params, "mad_sizing", MADSizingConfig)
     cfg = stage_config(params, "mad_experiments", MADExperimentsConfig, profile)
     table_budget = cfg.trainer.max_steps

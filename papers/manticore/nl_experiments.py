@@ -19,6 +19,12 @@ Manticore? Writes `results/nl_experiments.json` and the landscape plot with the 
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "completions", "general", "run-dir", "out", "plot")
+
 import copy
 import logging
 from dataclasses import dataclass, field, replace
@@ -26,11 +32,9 @@ from dataclasses import dataclass, field, replace
 from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import (
-    FINE_TUNING_PATHS,
     METHODS,
     Runner,
     SweepConfig,
@@ -70,7 +74,7 @@ class NLExperimentsConfig(SweepConfig):
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, *FINE_TUNING_PATHS)
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "nl_experiments", NLExperimentsConfig)
     components, tokenizer, general = hybrid_inputs(args, cfg, "nl_experiments", [args.completions])
     vocab_size = len(tokenizer)

@@ -15,6 +15,12 @@ one block from each component (GPT-Neo then Mamba, and Mamba then GPT-Neo). Writ
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "completions", "general", "run-dir", "out", "plot", "mad")
+
 import json
 import logging
 from dataclasses import dataclass, field
@@ -25,9 +31,8 @@ import torch
 from common.config import bounded
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
-from common.stages import load_stage, stage_args
 from papers.manticore.alphas import average
-from papers.manticore.finetune import FINE_TUNING_PATHS, Runner, SweepConfig, hybrid_inputs, plot_landscape
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape
 
 log = logging.getLogger("programmed")
 
@@ -69,7 +74,7 @@ def corner(sweep: list[dict], alpha_of_second: tuple[float, ...]) -> float:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, *FINE_TUNING_PATHS, "mad")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
     searched = mad_alphas(args.mad, cfg)
     components, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])

@@ -12,6 +12,12 @@ Claim checked: the best alpha stabilises as the budget grows (the paper: at abou
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "completions", "general", "run-dir", "out", "plot")
+
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +29,7 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from common.stages import load_stage, stage_args
-from papers.manticore.finetune import FINE_TUNING_PATHS, Runner, SweepConfig, hybrid_inputs
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs
 
 log = logging.getLogger("projector_budget")
 
@@ -60,7 +65,7 @@ def plot_budgets(rows: list[dict], second: str, path: Path) -> None:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, *FINE_TUNING_PATHS)
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
     components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
     runner = Runner(cfg, components, len(tokenizer), args.run_dir)

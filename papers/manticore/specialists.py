@@ -31,6 +31,12 @@ stage turns it into verdicts.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "components", "stories", "run-dir", "out")
+
 import copy
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -47,7 +53,6 @@ from common.eval.chance import unigram_loss
 from common.eval.heldout import heldout_loss
 from common.io import atomic_dir, write_json
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -253,7 +258,7 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "components", "stories", "run-dir", "out")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "specialists", SpecialistsConfig)
     jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
              "run_root": args.run_dir} for name in cfg.pairs for seed in cfg.seeds]

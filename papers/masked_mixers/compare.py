@@ -31,6 +31,15 @@ retrieval stages read the `clm` and `autoencoders` ones.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+# Each section of params.yaml this stage runs, and the kind of model it trains.
+SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None, "norms": "lm"}
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "results",
+                options={"--section": {"choices": list(SECTIONS), "required": True}})
+
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -44,7 +53,6 @@ from common.errors import ConfigError, exit_on_user_error
 from common.eval.chance import unigram_loss
 from common.io import write_json
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
@@ -52,7 +60,6 @@ from papers.masked_mixers.shared import load_paper_stage, plot_seed_curves, voca
 from papers.masked_mixers.train import CompareConfig, run_dir_of, train_network
 
 log = logging.getLogger("mm_compare")
-SECTIONS = {"clm": "lm", "autoencoders": "autoencoder", "bidirectional": None, "norms": "lm"}
 LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves there
 
 
@@ -118,8 +125,7 @@ def chance_loss(data: Path, vocab: int, n_ctx: int) -> float:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "run-dir", "results",
-                      extra=lambda parser: parser.add_argument("--section", choices=SECTIONS, required=True))
+    args = CLI.parse(argv)
     if args.section == "norms":
         cfg, sizes, profile = load_norms_section(args.params)
     else:

@@ -27,6 +27,12 @@ vector alone.
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "out")
+
 import logging
 from dataclasses import dataclass, field, replace
 
@@ -39,7 +45,6 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
-from common.stages import load_stage, stage_args
 from papers.masked_mixers.input_representation import RepresentationConfig, measure
 from papers.masked_mixers.models import ModelsConfig
 from papers.masked_mixers.shared import vocab_size
@@ -84,7 +89,7 @@ def trace_mixer(mixer: MaskedMixer, d_model: int, seed: int) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "out")
+    args = CLI.parse(argv)
     cfg, profile, params = load_stage(args.params, "expansion", ExpansionConfig)
     sizes = stage_config(params, "models", ModelsConfig, profile)
     rep = stage_config(params, "representation", RepresentationConfig, profile)

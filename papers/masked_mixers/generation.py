@@ -16,6 +16,12 @@ token.
 
 from __future__ import annotations
 
+from common.stages import stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "clm-dir", "clm-results", "run-dir", "out")
+
 import json
 import logging
 import time
@@ -31,7 +37,6 @@ from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
-from common.stages import stage_args
 from papers.masked_mixers.models import build_model, generate_fixed_window
 from papers.masked_mixers.shared import load_paper_stage
 from papers.masked_mixers.train import CompareConfig, load_weights, run_dir_of, train_network
@@ -80,7 +85,7 @@ def val_losses(history: list[dict]) -> dict[int, float]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "clm-results", "run-dir", "out")
+    args = CLI.parse(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "generation", GenerationConfig)
     if cfg.prompt_tokens + cfg.new_tokens > sizes.n_ctx:
         raise ConfigError(f"generation: prompt_tokens + new_tokens must fit the window n_ctx={sizes.n_ctx}")

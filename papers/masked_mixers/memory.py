@@ -29,6 +29,13 @@ A row whose subprocess fails (out of memory, say) is listed under `failed`, as t
 from __future__ import annotations
 
 import argparse
+
+from common.stages import stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "out", options={"--child": {"action": "store_true", "help": argparse.SUPPRESS}})
+
 import json
 import logging
 import os
@@ -41,7 +48,6 @@ from common.config import bounded
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.memory import memory_mib, reset_peak
 from common.io import write_json
-from common.stages import stage_args
 from papers.masked_mixers.shared import load_paper_stage, resolve_device
 
 log = logging.getLogger("mm_memory")
@@ -156,8 +162,7 @@ def run_child(argv: list[str], threads: int) -> list[dict]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "out",
-                      extra=lambda parser: parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS))
+    args = CLI.parse(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "memory", MemoryConfig)
     # Resolved in the parent too: a config error in the child would only show as failed rows.
     device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device, "memory.device")  # cpu: no torch import

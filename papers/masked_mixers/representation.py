@@ -8,6 +8,12 @@ metric's cost grows with their length. The method and the metric: `input_represe
 
 from __future__ import annotations
 
+from common.stages import stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "clm-dir", "out")
+
 import logging
 from dataclasses import replace
 
@@ -17,7 +23,6 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
-from common.stages import stage_args
 from papers.masked_mixers.input_representation import RepresentationConfig, measure
 from papers.masked_mixers.shared import load_paper_stage, vocab_size
 from papers.masked_mixers.train import run_dir_of
@@ -27,7 +32,7 @@ log = logging.getLogger("mm_representation")
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "data", "tokenizer", "clm-dir", "out")
+    args = CLI.parse(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "representation", RepresentationConfig)
     vocab = vocab_size(args.tokenizer)
     if cfg.n_tokens > sizes.n_ctx:

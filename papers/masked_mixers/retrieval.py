@@ -33,6 +33,12 @@ InfoNCE baseline of "Masked Mixers II".
 
 from __future__ import annotations
 
+from common.stages import stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
+
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -51,7 +57,6 @@ from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel
 from common.parallel import run_jobs
-from common.stages import stage_args
 from common.training.optim import OptimConfig, build_optimizer
 from papers.masked_mixers.models import Autoencoder, build_model, hidden_states
 from papers.masked_mixers.shared import load_paper_stage
@@ -398,7 +403,7 @@ def size_source(name: str, spec: SourceSpec, cfg: RetrievalConfig, sizes, vocab:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
+    args = CLI.parse(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
     verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
     tokenizer = load_tokenizer(args.tokenizer)

@@ -16,6 +16,12 @@ Both take the first `n_train` stories of `train` and the first `n_test` of `vali
 
 from __future__ import annotations
 
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "stories", "out", "results")
+
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -28,7 +34,6 @@ from common.config import bounded
 from common.data.manifest import verify_manifest, write_manifest
 from common.errors import ConfigError, DataError, HubUnavailable, exit_on_user_error
 from common.io import atomic_dir, write_json
-from common.stages import load_stage, stage_args
 from common.standins import model_source
 from papers.masked_mixers.shared import resolve_device
 
@@ -135,7 +140,7 @@ def first_stories(corpus: datasets.DatasetDict, path: Path, cfg: SummariesConfig
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    args = stage_args(argv, __doc__, "stories", "out", "results")
+    args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "summaries", SummariesConfig)
     verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
     splits = first_stories(datasets.load_from_disk(str(args.stories)), args.stories, cfg)
