@@ -63,7 +63,8 @@ def evaluate_one(model_dir: Path, tokenizer: Path, tasks: list[str], include_pat
                  limit: int | None, seed: int) -> dict:
     log.info("evaluating %s on %s", model_dir, ", ".join(tasks))
     adapter = LanguageModelEval(load_language_model(model_dir), load_tokenizer(tokenizer))
-    raw = evaluate(adapter, tasks, include_path=include_path, limit=limit, seed=seed)["results"]
+    # The harness's standard errors are not reported (the spread is over seeds), so none is computed.
+    raw = evaluate(adapter, tasks, include_path=include_path, limit=limit, seed=seed, bootstrap_iters=0)["results"]
     scores = {task: {k: v for k, v in raw[task].items() if isinstance(v, (int, float)) and "stderr" not in k}
               for task in tasks}
     return {"tasks": scores, "mean_acc": statistics.mean(accuracy(raw[t]) for t in tasks)}
