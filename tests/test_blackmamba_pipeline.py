@@ -25,6 +25,7 @@ def load(repo, name):
     return json.loads((repo / RESULTS / name).read_text())
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_every_stage_runs_and_writes_its_results(repro):
     repo, result = repro
     for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing", "zero_shot", "report"):
@@ -38,6 +39,7 @@ def test_every_stage_runs_and_writes_its_results(repro):
     assert "Running stage" not in again.stdout
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_results_hold_what_the_readme_reports(repro):
     repo, _ = repro
     train = load(repo, "train_compare.json")
@@ -65,6 +67,7 @@ def test_results_hold_what_the_readme_reports(repro):
     assert set(sinkhorn) == {"logits", "sigmoid"}
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_the_ledger_validates_and_the_metrics_are_its_headline(repro):
     repo, _ = repro
     ledger = load(repo, "claims.json")
@@ -76,6 +79,7 @@ def test_the_ledger_validates_and_the_metrics_are_its_headline(repro):
     assert all(isinstance(value, float) for value in metrics.values())
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_readme_tables_are_generated_from_the_results(repro):
     repo, _ = repro
     readme = (repo / "papers/blackmamba/README.md").read_text()

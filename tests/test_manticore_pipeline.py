@@ -21,6 +21,7 @@ def repro(tmp_path_factory):
     return repo, _run([sys.executable, "-m", "dvc", "repro", "papers/manticore/dvc.yaml"], repo)
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
     for stage in ("instruction_text", "components", "specialists", "completions", "nl_experiments",
@@ -100,6 +101,7 @@ def test_committed_readme_matches_the_committed_results():
     assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.manticore.report`"
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_the_readme_python_example_runs_on_the_pipelines_components(repro):
     repo, _ = repro
     (block,) = [e for e in examples(ROOT / "papers/manticore/README.md") if e.language == "python"]

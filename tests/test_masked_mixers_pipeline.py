@@ -7,6 +7,7 @@ import json
 import sys
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from tests.test_dvc import _run, copy_checkout
@@ -16,6 +17,7 @@ STAGES = ("clm", "norms", "representation", "generation", "autoencoders", "bidir
 RESULTS = "papers/masked_mixers/results"
 
 
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     repo = copy_checkout(tmp_path / "repo", profile="smoke")
     first = _run([sys.executable, "-m", "dvc", "repro", "papers/masked_mixers/dvc.yaml"], repo)
