@@ -33,9 +33,12 @@ repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
 	$(BIN)/python -m common.eval.claims_page
 
+# One pytest worker per core (pytest-xdist); each keeps to one torch thread (tests/conftest.py).
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

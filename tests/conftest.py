@@ -14,6 +14,17 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Under `pytest -n N` (`make test` runs one worker per core), each worker keeps to one torch thread,
+# as `common.parallel` does for its workers: two two-thread processes on two cores spin-wait.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked `long` first (a stable sort keeps the rest in order): under `pytest -n`, a
+    minutes-long test scheduled last would run alone while the other workers idle."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
 
 def smoke_params(**overrides) -> dict:
     """The repository's params.yaml switched to the smoke profile, with `section.key` overrides

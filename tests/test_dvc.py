@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -46,6 +47,7 @@ def copy_checkout(repo: Path, profile: str) -> Path:
     return repo
 
 
+@pytest.mark.long
 def test_repro_runs_every_root_stage_then_nothing(smoke_root_repro):
     smoke_repo, first = smoke_root_repro
     for stage in ("generate_stories", "train_tokenizer", "tokenize", "lm_baseline", "mad_suite", "lra_generate"):

@@ -62,6 +62,7 @@ def one_worker(repo: Path, monkeypatch) -> None:
         path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+@pytest.mark.long
 def test_every_stage_of_every_pipeline_runs_and_writes_its_outputs(tmp_path, monkeypatch):
     repo = copy_checkout(tmp_path / "repo", profile="smoke")
     one_worker(repo, monkeypatch)
