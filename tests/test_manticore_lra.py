@@ -19,12 +19,8 @@ from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
 from papers.manticore import lra_experiments
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.lra_experiments import (
-    HybridHidden,
-    LRAExperimentsConfig,
-    SearchedClassificationModule,
-    programmed_alphas,
-)
+from papers.manticore.lra_config import LRAExperimentsConfig
+from papers.manticore.lra_experiments import HybridHidden, SearchedClassificationModule, programmed_alphas
 from papers.manticore.search import SearchConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

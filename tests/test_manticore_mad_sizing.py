@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 
 from common.data.mad import IGNORE_INDEX, MADTaskConfig, generate
-from papers.manticore.mad_sizing import smallest, target_chance
+from papers.manticore.mad_sizing import target_chance
+from papers.manticore.sizing import smallest
 
 
 @pytest.mark.parametrize("task", ["in-context-recall", "selective-copying", "memorization"])

@@ -25,7 +25,7 @@ def repro(tmp_path_factory):
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
     for stage in ("instruction_text", "components", "specialists", "completions", "nl_experiments",
-                  "mad_experiments", "mad_sizing", "lra_experiments", "programmed",
+                  "mad_experiments", "mad_sizing", "lra_experiments", "lra_sizing", "programmed",
                   "projector_budget", "finetune_tasks", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
@@ -85,7 +85,12 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     claims = json.loads((repo / RESULTS / "claims.json").read_text())["claims"]
     ids = {c["id"] for c in claims}
     assert ids >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore", "table2-right-beats-components"}
-    assert not [i for i in ids if "lra" in i], "one-seed LRA readings stay out of the ledger"
+    lra = {c["id"]: c for c in claims if "lra" in c["id"] or "programmed-hybrid" in c["id"]}
+    assert set(lra) == {"table3-lra-matches-best-component", "table7-programmed-hybrid-pathfinder64"}
+    assert all(c["verdict"] in ("needs paper scale", "inconclusive") for c in lra.values()), "one seed: no verdict"
+    sizing = json.loads((repo / RESULTS / "lra_sizing.json").read_text())
+    assert set(sizing["tasks"]) == {"listops", "pathfinder32"}
+    assert sizing["tasks"]["listops"]["budgets"] == [1, 2]  # smoke's budget and the table's own
     assert json.loads((repo / RESULTS / "metrics.json").read_text())
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "`fig3-hybrid-beats-components`" in readme

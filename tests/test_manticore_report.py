@@ -12,6 +12,8 @@ from papers.manticore.report import (
     specialist_claims,
     specialists,
 )
+from tests.test_manticore_lra_sizing import sized as lra_sized
+from tests.test_manticore_lra_sizing import table as lra_table
 
 CHANCE = {"stories": 6.0, "instructions": 6.0, "mix": 6.0}
 
@@ -111,8 +113,10 @@ def test_the_ledger_and_the_table_render():
     sweeps = [[1.50, 1.40, 1.30, 1.45, 1.60]] * 3
     searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
     res = results(sweeps, searched, ensemble=1.8)
-    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({})})
-    assert len(ledger) == 6 + 3
+    lra = {"lra_experiments": lra_table({"gpt_neo": 0.3, "mamba": 0.3, "manticore": 0.3}, programmed_at=0.5),
+           "lra_sizing": lra_sized({"gpt_neo": {150: 0.3}, "mamba": {150: 0.3}})}
+    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}), **lra})
+    assert len(ledger) == 6 + 3 + 2
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
 

@@ -29,38 +29,35 @@ from common.stages import load_stage, stage_cli
 # ruff: noqa: E402
 CLI = stage_cli(__name__, __doc__, "lra", "run-dir", "out")
 
-import json
 import logging
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Subset
 
-from common.config import bounded, deep_merge, from_dict
-from common.data.lra import LRATaskConfig, num_classes, vocab_size
-from common.data.manifest import MANIFEST
-from common.data.task_datamodules import LRADataModule, collate_arrays
-from common.errors import ConfigError, DataError, exit_on_user_error
+from common.data.lra import vocab_size
+from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.models.lm import LanguageModel, LMConfig
-from common.training.lra import evaluate_classifier
-from common.training.mad import lm_backbone
+from common.models.lm import LanguageModel
 from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig, TrainingRun, run_training
 from papers.manticore.alphas import exclude
 from papers.manticore.hybrid import Manticore, ManticoreConfig
+from papers.manticore.lra_config import (
+    LRAExperimentsConfig,
+    component_classifier,
+    max_positions,
+    prepare_task,
+    run_base,
+    train_and_score,
+)
 from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory
 
 log = logging.getLogger("lra_experiments")
-
-GENERATE_HINT = "run `dvc repro lra_generate` first"
 
 
 # --- a hybrid as a sequence classifier ----------------------------------------------------------------
@@ -132,89 +129,6 @@ class SearchedClassificationModule(ManticoreSearchModule):
 # --- config --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class LRATask:
-    """One task: a directory of the root `lra_generate` stage (`data`, a name under `--lra`) or an
-    `LRATaskConfig` generated here (`task`), with optional per-task sizes (the paper's component
-    sizes and step counts differ by task)."""
-    data: str | None = None
-    task: dict[str, Any] | None = None  # an LRATaskConfig
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)  # merged over the stage's components
-    n_blocks: int | None = bounded(None, ge=1)
-    max_steps: int | None = bounded(None, ge=1)
-    batch_size: int | None = bounded(None, ge=1)
-    eval_examples: int | None = bounded(None, ge=1)  # None: the stage's
-
-    def check(self) -> None:
-        if (self.data is None) == (self.task is None):
-            raise ConfigError("data: give exactly one of data (a directory written by lra_generate) or task "
-                              "(an LRATaskConfig generated here)")
-        if self.task is not None:
-            self.lra_task()
-
-    def lra_task(self) -> LRATaskConfig:
-        return from_dict(LRATaskConfig, self.task, where="task")
-
-
-@dataclass
-class LRAExperimentsConfig:
-    seed: int = 0
-    tasks: dict[str, LRATask] = field(default_factory=dict)
-    # Components as LanguageModel configs without vocab_size (set by each task); a component with
-    # learned positions states its `n_ctx`, the longest sequence it can read.
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
-    projectors: bool = False  # the paper trains from-scratch hybrids without projectors
-    pooling: Literal["last", "mean"] = "last"
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    batch_size: int = bounded(32, ge=1)
-    eval_examples: int | None = bounded(None, ge=1)  # validation examples scored after training; None: all
-    match_tolerance: float = bounded(0.01, ge=0)  # accuracy below the better component still counted as a match
-
-    def check(self) -> None:
-        if not self.tasks:
-            raise ConfigError("tasks: empty; name at least one, e.g. listops: {data: listops}")
-        if len(self.components) < 2:
-            raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
-        for name, raw in self.components.items():
-            if "vocab_size" in raw:
-                raise ConfigError(f"components.{name}.vocab_size: set by each task, leave it out")
-        for task_name, task in self.tasks.items():
-            if not task_name.replace("_", "").isalnum():
-                raise ConfigError(f"tasks.{task_name}: a task name must be letters, digits and _ "
-                                  "(it names a directory)")
-            unknown = sorted(set(task.components) - set(self.components))
-            if unknown:
-                raise ConfigError(f"tasks.{task_name}.components.{unknown[0]}: not a component; "
-                                  f"allowed: {', '.join(self.components)}")
-            configs = self.component_configs(task_name, vocab=2, length=1)
-            n_blocks = task.n_blocks or self.n_blocks
-            for name, lm in configs.items():
-                if len(lm.layers) % n_blocks:
-                    raise ConfigError(f"tasks.{task_name}: n_blocks {n_blocks} must divide every component's depth; "
-                                      f"{name} has {len(lm.layers)} blocks")
-
-    def component_configs(self, task_name: str, vocab: int, length: int) -> dict[str, LMConfig]:
-        """The task's component configs: its overrides merged in, its vocabulary, and `n_ctx` the
-        component's own (learned positions) or the task's sequence length (no position table)."""
-        out = {}
-        for name, raw in self.components.items():
-            raw = deep_merge(raw, self.tasks[task_name].components.get(name, {}))
-            where = f"tasks.{task_name}.components.{name}"
-            if raw.get("pos_embedding") == "learned" and "n_ctx" not in raw:
-                raise ConfigError(f"{where}.n_ctx: a component with learned positions must state how many it has")
-            n_ctx = raw["n_ctx"] if raw.get("pos_embedding") == "learned" else max(raw.get("n_ctx", 1), length)
-            out[name] = from_dict(LMConfig, {**raw, "vocab_size": vocab, "n_ctx": n_ctx}, where=where)
-        return out
-
-
-def max_positions(lm: LMConfig) -> int | None:
-    """The longest sequence a component can read: its learned position table, else unbounded."""
-    return lm.n_ctx if lm.pos_embedding == "learned" else None
-
-
 def programmed_alphas(n_blocks: int, n_components: int, excluded: list[int]) -> torch.Tensor:
     """Exactly 0 on every excluded component in every block, uniform on the others."""
     alphas = exclude(n_blocks, n_components, excluded[0])
@@ -225,47 +139,15 @@ def programmed_alphas(n_blocks: int, n_components: int, excluded: list[int]) -> 
 # --- one task ------------------------------------------------------------------------------------------
 
 
-def load_task(entry: LRATask, lra_dir: Path, batch_size: int, seed: int) -> tuple[LRADataModule, str]:
-    """The task's DataModule, set up; a `data` entry is read back (its manifest names its config)."""
-    if entry.task is not None:
-        data, source = LRADataModule(entry.lra_task(), batch_size=batch_size, seed=seed), "generated"
-    else:
-        directory = lra_dir / entry.data
-        if not (directory / MANIFEST).is_file():
-            raise DataError(f"{directory}: no LRA task directory with a manifest; {GENERATE_HINT}")
-        made = json.loads((directory / MANIFEST).read_text()).get("params", {})
-        task = from_dict(LRATaskConfig, made, where=f"{directory}/{MANIFEST}:params")
-        data, source = LRADataModule(task, batch_size=batch_size, seed=seed, data_dir=directory), str(directory)
-    data.setup()
-    return data, source
-
-
-def eval_loader(data: LRADataModule, n: int | None, batch_size: int) -> DataLoader:
-    rows = data.val if n is None or n >= len(data.val) else Subset(data.val, range(n))
-    return DataLoader(rows, batch_size=batch_size, shuffle=False, collate_fn=collate_arrays)
-
-
-def train_and_score(build: Callable[[], L.LightningModule], data: LRADataModule, trainer: TrainerConfig,
-                    run_dir: Path, run_config: dict, scored: DataLoader, seed: int) -> tuple[dict, TrainingRun]:
-    run = run_training(build, data, trainer, run_dir, seed=seed, run_config=run_config,
-                       metrics_extra={"model": run_config["model"]})
-    params = sum(p.numel() for p in run.module.parameters())
-    return {**evaluate_classifier(run.module, scored), "steps": run.steps, "parameters": params}, run
-
-
 def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path) -> dict:
     entry = cfg.tasks[name]
-    batch_size = entry.batch_size or cfg.batch_size
     trainer = replace(cfg.trainer, max_steps=entry.max_steps or cfg.trainer.max_steps)
-    data, source = load_task(entry, lra_dir, batch_size, cfg.seed)
-    task = data.task
-    length = max(split["input_ids"].shape[1] for split in data.splits.values())
-    n_classes, n_blocks = num_classes(task), entry.n_blocks or cfg.n_blocks
-    configs = cfg.component_configs(name, vocab_size(task), length)
+    prepared = prepare_task(cfg, name, lra_dir)
+    data, source, length, batch_size = prepared.data, prepared.source, prepared.length, prepared.batch_size
+    task, n_classes, configs, scored = data.task, prepared.n_classes, prepared.configs, prepared.scored
+    n_blocks = entry.n_blocks or cfg.n_blocks
     names = list(configs)
-    scored = eval_loader(data, entry.eval_examples or cfg.eval_examples, batch_size)
-    base = {"task": asdict(task), "source": source, "batch_size": batch_size, "seed": cfg.seed,
-            "optim": asdict(cfg.optim), "pooling": cfg.pooling}
+    base = run_base(cfg, prepared)
     positions = [max_positions(lm) for lm in configs.values()]
     excluded = [m for m, n in enumerate(positions) if n is not None and n < length]
     if len(excluded) == len(names):
@@ -277,11 +159,8 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
         if m in excluded:
             models[comp] = {"runs": False, "reason": f"sequence length {length} exceeds its {lm.n_ctx} positions"}
             continue
-        def component(lm: LMConfig = lm) -> SequenceClassificationModule:
-            return SequenceClassificationModule(lm_backbone(lm), lm.d_model, n_classes, cfg.pooling, cfg.optim)
-
-        models[comp], _ = train_and_score(component, data, trainer, run_root / comp,
-                                          {**base, "model": comp, "lm": asdict(lm)}, scored, cfg.seed)
+        models[comp], _ = train_and_score(lambda lm=lm: component_classifier(lm, n_classes, cfg), data, trainer,
+                                          run_root / comp, {**base, "model": comp, "lm": asdict(lm)}, scored, cfg.seed)
         models[comp]["runs"] = True
 
     programmed = bool(excluded)

@@ -41,6 +41,7 @@ from common.parallel import run_jobs
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
+from papers.manticore.sizing import smallest
 
 log = logging.getLogger("mad_sizing")
 
@@ -83,16 +84,6 @@ def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADExperiments
                                       run_config={"lm": asdict(lm), "optim": asdict(cfg.optim)})
     curve = [[row["step"], row["val/acc"], row["val/loss"]] for row in run.history if "val/acc" in row]
     return {"accuracy": scores["accuracy"], "loss": scores["loss"], "curve": curve}
-
-
-def smallest(budgets: list[int], above: dict[int, bool]) -> int | None:
-    """The smallest budget from which every larger one is above chance too; None when the largest is not."""
-    found = None
-    for budget in reversed(budgets):
-        if not above[budget]:
-            break
-        found = budget
-    return found
 
 
 @exit_on_user_error

@@ -1,0 +1,125 @@
+"""Stage `lra_sizing`: how many training steps the components of the LRA tables need before they are
+measurably above chance, at the tasks, widths and recipe `lra_experiments` trains them with.
+
+Table 3 compares the accuracies of Manticore and its components trained from scratch; between
+networks that have not left chance such a comparison ranks noise. For every task named in
+`budgets` and every component that can read its sequences, one complete run per budget (each with
+its own warmup and cosine schedule, as `lra_experiments` would train at that `max_steps`; its
+optimizer, batch size, pooling and seed), scored on the examples the table scores. The table's own
+budget for the task is always one of the budgets.
+
+Chance is the majority-class rate of the scored examples: a classifier that always answers the most
+frequent label scores it without reading its input. A run is above chance when the exact one-sided
+binomial test over the scored examples rejects that rate at `alpha`. Written per task: chance, every
+run's accuracy and loss, the smallest budget from which each component is above chance, and the
+smallest from which all of them are (null: none of the budgets). The report turns this into the
+LRA rows of the claims ledger.
+"""
+
+from __future__ import annotations
+
+from common.stages import load_stage, stage_cli
+
+# Declared before the other imports, so that `--help` answers without loading torch and Lightning.
+# ruff: noqa: E402
+CLI = stage_cli(__name__, __doc__, "lra", "run-dir", "out")
+
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from common.config import bounded, stage_config
+from common.errors import ConfigError, exit_on_user_error
+from common.eval.ledger import run_above_chance
+from common.io import write_json
+from common.parallel import run_jobs
+from papers.manticore.lra_config import (
+    LRAExperimentsConfig,
+    component_classifier,
+    max_positions,
+    prepare_task,
+    run_base,
+    train_and_score,
+)
+from papers.manticore.sizing import smallest
+
+log = logging.getLogger("lra_sizing")
+
+
+@dataclass
+class LRASizingConfig:
+    budgets: dict[str, list[int]] = field(default_factory=dict)  # per task of lra_experiments: steps, one run each
+    alpha: float = bounded(0.01, gt=0, le=0.5)  # of the binomial test against chance
+    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
+
+    def check(self) -> None:
+        if not self.budgets:
+            raise ConfigError("budgets: name at least one task of lra_experiments, e.g. listops: [150, 600]")
+        for task, budgets in self.budgets.items():
+            if not budgets or min(budgets) < 1:
+                raise ConfigError(f"budgets.{task}: at least one budget, each of at least 1 step; got {budgets}")
+
+
+def size_run(cfg: LRAExperimentsConfig, task: str, component: str, budget: int, lra_dir: Path,
+             run_dir: Path) -> dict:
+    """One component trained alone on `task` for `budget` steps (a worker job): its scores."""
+    prepared = prepare_task(cfg, task, lra_dir)
+    lm = prepared.configs[component]
+    trainer = replace(cfg.trainer, max_steps=budget, checkpoint_every_n_steps=budget)
+    scores, _ = train_and_score(lambda: component_classifier(lm, prepared.n_classes, cfg), prepared.data, trainer,
+                                run_dir, {**run_base(cfg, prepared), "model": component, "lm": asdict(lm)},
+                                prepared.scored, cfg.seed)
+    return scores
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    args = CLI.parse(argv)
+    sizing, profile, params = load_stage(args.params, "lra_sizing", LRASizingConfig)
+    cfg = stage_config(params, "lra_experiments", LRAExperimentsConfig, profile)
+    unknown = sorted(set(sizing.budgets) - set(cfg.tasks))
+    if unknown:
+        raise ConfigError(f"lra_sizing.budgets.{unknown[0]}: not a task of lra_experiments; "
+                          f"allowed: {', '.join(cfg.tasks)}")
+
+    tasks, jobs = {}, []
+    for name, listed in sizing.budgets.items():
+        table_budget = cfg.tasks[name].max_steps or cfg.trainer.max_steps
+        budgets = sorted({*listed, table_budget})
+        prepared = prepare_task(cfg, name, args.lra)  # a task that does not load stops the stage here
+        readers = [c for c, lm in prepared.configs.items()
+                   if max_positions(lm) is None or max_positions(lm) >= prepared.length]
+        tasks[name] = {"table_budget": table_budget, "budgets": budgets, "components": readers,
+                       "sequence_length": prepared.length}
+        jobs += [{"cfg": cfg, "task": name, "component": c, "budget": b, "lra_dir": args.lra,
+                  "run_dir": args.run_dir / name / c / f"steps{b}"} for c in readers for b in budgets]
+    # The longest runs first, so that no worker is left with one long run at the end.
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i]["budget"])
+    runs = dict(zip(order, run_jobs(size_run, [jobs[i] for i in order], sizing.workers)))
+
+    results, k = {}, 0
+    for name, info in tasks.items():
+        row = {**info, "networks": {}}
+        for component in info["components"]:
+            by_budget = {}
+            for budget in info["budgets"]:
+                run = runs[k]
+                k += 1
+                above = run_above_chance(run["accuracy"], run["n"], run["majority_rate"], sizing.alpha)
+                by_budget[budget] = {**run, "above_chance": bool(above)}
+            row["chance"] = by_budget[info["budgets"][0]]["majority_rate"]  # the same scored examples in every run
+            row["networks"][component] = {
+                "runs": {str(b): r for b, r in by_budget.items()},
+                "above_chance_from": smallest(info["budgets"], {b: r["above_chance"] for b, r in by_budget.items()})}
+        froms = [net["above_chance_from"] for net in row["networks"].values()]
+        row["all_above_chance_from"] = None if None in froms else max(froms)
+        results[name] = row
+        log.info("%s: chance %.3f; above chance from %s steps", name, row["chance"],
+                 {c: net["above_chance_from"] for c, net in row["networks"].items()})
+    write_json(args.out, {"profile": profile, "alpha": sizing.alpha, "components": list(cfg.components),
+                          "tasks": results})
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()
