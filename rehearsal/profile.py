@@ -53,7 +53,9 @@ LAST_KEYS = {"untrained_sizes"}  # the last is the paper's own size
 
 def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, rows: int, eval_rows: int) -> Any:
     if isinstance(value, dict):
-        return {k: _cut(k, v, batch_rows, precision, rows, eval_rows) for k, v in value.items()}
+        # Budgets per task (lra_sizing): each task's list is cut as budgets are.
+        inner = {k: "budgets" if key == "budgets" else k for k in value}
+        return {k: _cut(inner[k], v, batch_rows, precision, rows, eval_rows) for k, v in value.items()}
     if key == "precision" and precision is not None:
         return precision
     if value is None or isinstance(value, bool):
@@ -61,7 +63,7 @@ def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, ro
     if isinstance(value, list):
         if key in ENDS_AND_MIDDLE_KEYS:
             return sorted({value[0], value[len(value) // 2], value[-1]})
-        if key == "budgets":  # projector steps: none, and some
+        if key == "budgets":  # steps of sizing runs or of projector pretraining: none (if listed), and some
             return [0, STEPS] if 0 in value else [STEPS]
         if key in STEP_KEYS:
             return [min(v, STEPS) for v in value[:1]]

@@ -133,7 +133,7 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
         assert [p for p, _ in old_leaves] == [p for p, _ in new_leaves], name
         for (path, a), (_, b) in zip(old_leaves, new_leaves):
             key = path[-1]
-            if key not in CUT_KEYS:
+            if key not in CUT_KEYS and "budgets" not in path:
                 assert a == b, f"{params_file}: {name}.{'.'.join(path)} changed from {a!r} to {b!r}"
             elif key in profile.STEP_KEYS and isinstance(b, int):
                 assert b <= profile.STEPS
@@ -141,6 +141,8 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
                 assert b <= (profile.CORPUS_ROWS if name in profile.CORPUS_SECTIONS else profile.ROWS)
             elif key == "seeds" and b is not None:
                 assert len(b) == 1
+            if "budgets" in path:  # a list of steps, or a list per task (lra_sizing)
+                assert max(b) <= profile.STEPS, f"{params_file}: {name}.{'.'.join(path)} = {b}"
     if "profile" in params:
         assert rehearsal_params(params)["profile"] == "paper"
     batches = [(path, b) for section in _paper_sections(rehearsal_params(params, batch_rows=2)).values()
