@@ -37,6 +37,8 @@ ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_
 # Masked Mixers' retrieval draws its 32 candidates from it.
 EVAL_ROW_KEYS = {"n_validation", "eval_rows"}
 EVAL_BATCHES = 4
+# Examples scored after training, None meaning every validation row (lra_experiments): a few batches.
+EVAL_EXAMPLE_KEYS = {"eval_examples"}
 # The story corpus every paper samples from keeps all the stand-in's rows (rehearsal.standins.N_ROWS):
 # a stage may draw ROWS held-out stories and its training stories from one split (specialists).
 CORPUS_SECTIONS = {"stories"}
@@ -58,6 +60,8 @@ def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, ro
         return {k: _cut(inner[k], v, batch_rows, precision, rows, eval_rows) for k, v in value.items()}
     if key == "precision" and precision is not None:
         return precision
+    if key in EVAL_EXAMPLE_KEYS and (value is None or isinstance(value, int)):
+        return eval_rows if value is None else min(value, eval_rows)
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, list):

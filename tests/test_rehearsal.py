@@ -119,7 +119,7 @@ def _walk(value, path=()):
 
 CUT_KEYS = (profile.STEP_KEYS | profile.EVERY_STEP_KEYS | profile.ONE_KEYS | profile.ROW_KEYS | profile.TOKEN_KEYS
             | profile.ENDS_AND_MIDDLE_KEYS | profile.FIRST_KEYS | profile.FIRST_TWO_KEYS | profile.LAST_KEYS
-            | {"budgets"})
+            | profile.EVAL_EXAMPLE_KEYS | {"budgets"})
 
 
 @pytest.mark.parametrize("params_file", PARAMS_FILES)
@@ -150,7 +150,7 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
     assert all(b is None or b <= 2 for _, b in batches)
     held_out = [(name, b) for name, section in _paper_sections(rehearsal_params(params, batch_rows=2)).items()
                 if name not in profile.CORPUS_SECTIONS
-                for path, b in _walk(section) if path[-1] in profile.EVAL_ROW_KEYS]
+                for path, b in _walk(section) if path[-1] in profile.EVAL_ROW_KEYS | profile.EVAL_EXAMPLE_KEYS]
     assert all(b <= profile.EVAL_BATCHES * 2 for _, b in held_out)
     cut = _paper_sections(rehearsal_params(params, precision="32-true")).values()
     precisions = [(path, b) for section in cut for path, b in _walk(section) if path[-1] == "precision"]
