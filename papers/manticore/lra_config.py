@@ -115,6 +115,11 @@ def max_positions(lm: LMConfig) -> int | None:
     return lm.n_ctx if lm.pos_embedding == "learned" else None
 
 
+def can_read(lm: LMConfig, length: int) -> bool:
+    """Whether a component reads sequences of `length` tokens: no learned positions, or enough of them."""
+    return max_positions(lm) is None or max_positions(lm) >= length
+
+
 def load_task(entry: LRATask, lra_dir: Path, batch_size: int, seed: int) -> tuple[LRADataModule, str]:
     """The task's DataModule, set up; a `data` entry is read back (its manifest names its config)."""
     if entry.task is not None:

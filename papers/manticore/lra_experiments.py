@@ -49,6 +49,7 @@ from papers.manticore.alphas import exclude
 from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.lra_config import (
     LRAExperimentsConfig,
+    can_read,
     component_classifier,
     max_positions,
     prepare_task,
@@ -149,7 +150,7 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
     names = list(configs)
     base = run_base(cfg, prepared)
     positions = [max_positions(lm) for lm in configs.values()]
-    excluded = [m for m, n in enumerate(positions) if n is not None and n < length]
+    excluded = [m for m, lm in enumerate(configs.values()) if not can_read(lm, length)]
     if len(excluded) == len(names):
         raise ConfigError(f"tasks.{name}: no component can read its {length}-token sequences "
                           f"(positions: {positions})")

@@ -35,8 +35,8 @@ from common.io import write_json
 from common.parallel import run_jobs
 from papers.manticore.lra_config import (
     LRAExperimentsConfig,
+    can_read,
     component_classifier,
-    max_positions,
     prepare_task,
     run_base,
     train_and_score,
@@ -87,8 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         table_budget = cfg.tasks[name].max_steps or cfg.trainer.max_steps
         budgets = sorted({*listed, table_budget})
         prepared = prepare_task(cfg, name, args.lra)  # a task that does not load stops the stage here
-        readers = [c for c, lm in prepared.configs.items()
-                   if max_positions(lm) is None or max_positions(lm) >= prepared.length]
+        readers = [c for c, lm in prepared.configs.items() if can_read(lm, prepared.length)]
         tasks[name] = {"table_budget": table_budget, "budgets": budgets, "components": readers,
                        "sequence_length": prepared.length}
         jobs += [{"cfg": cfg, "task": name, "component": c, "budget": b, "lra_dir": args.lra,
