@@ -73,6 +73,17 @@ def test_the_progress_bar_counts_steps_of_the_whole_run(tmp_path, capfd):
     assert "Epoch" not in bar
 
 
+def test_the_progress_bar_is_display_only(tmp_path):
+    """A run with the bar trains to exactly the weights and curve of a run without it, so turning
+    bars on in a stage's params changes none of its outputs (the locks were re-recorded on this)."""
+    off = _run(TASK, tmp_path / "off")
+    on = _run(TASK, tmp_path / "on", trainer=replace(TRAINER, progress_bar=True))
+    assert _curve(on) == _curve(off) and len(_curve(off)) >= 2
+    for (name, a), (_, b) in zip(off.module.state_dict().items(), on.module.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert (tmp_path / "on/run_state.json").read_text() == (tmp_path / "off/run_state.json").read_text()
+
+
 @pytest.mark.parametrize("data_changed", [False, True])
 def test_a_cut_run_resumes_only_on_the_same_data(tmp_path, caplog, data_changed):
     # The run config holds a tuple, which run_state.json reads back as a list: still the same key.
