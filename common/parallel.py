@@ -47,20 +47,31 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int | None = None) -> list[T]:
-    """`[fn(**job) for job in jobs]`, spread over `workers` processes (default: the core count)."""
+def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int | None = None,
+             cost: Callable[[dict[str, Any]], float] | None = None) -> list[T]:
+    """`[fn(**job) for job in jobs]`, spread over `workers` processes (default: the core count).
+
+    `cost`, an estimate of a job's run time, starts the costliest jobs first, so that no worker is
+    left alone with one long job at the end while the others idle. Results come back in job order
+    whatever the order they ran in (each job seeds itself, so the order changes no result)."""
+    order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i])) if cost else list(range(len(jobs)))
     workers = max(1, min(len(jobs), workers or default_workers()))
     if workers == 1:
-        return [_one_thread(fn, job) for job in jobs]
-    log.info("%d jobs on %d worker processes, one torch thread each", len(jobs), workers)
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    with JobProgress(queue, len(jobs)) as progress, \
-            ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(queue,)) as pool:
-        futures = [pool.submit(fn, **job) for job in jobs]
-        for future in futures:
-            future.add_done_callback(progress.job_done)
-        return [future.result() for future in futures]
+        done = [_one_thread(fn, jobs[i]) for i in order]
+    else:
+        log.info("%d jobs on %d worker processes, one torch thread each", len(jobs), workers)
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        with JobProgress(queue, len(jobs)) as progress, \
+                ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(queue,)) as pool:
+            futures = [pool.submit(fn, **jobs[i]) for i in order]
+            for future in futures:
+                future.add_done_callback(progress.job_done)
+            done = [future.result() for future in futures]
+    results: list[T] = [None] * len(jobs)  # type: ignore[list-item]
+    for i, result in zip(order, done):
+        results[i] = result
+    return results
 
 
 def _one_thread(fn: Callable[..., T], job: dict[str, Any]) -> T:

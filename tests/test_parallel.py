@@ -35,6 +35,22 @@ def test_parallel_runs_equal_serial_runs(tmp_path):
     parallel = run_jobs(train_job, placed("parallel"), workers=2)
     assert parallel == serial
     assert len({r["loss"] for r in serial}) == len(jobs)  # every job ran its own seed and model
+    # Started in another order (seed 2's jobs first), the results still come back in job order.
+    assert run_jobs(train_job, placed("costed"), workers=2, cost=lambda job: job["seed"]) == serial
+
+
+def note_start(name: str, log: str) -> str:
+    with open(log, "a") as f:
+        f.write(name + "\n")
+    return name.upper()
+
+
+def test_the_costliest_jobs_start_first_and_results_keep_job_order(tmp_path):
+    log = str(tmp_path / "started")
+    costs = {"a": 1, "b": 5, "c": 3, "d": 5}
+    jobs = [{"name": n, "log": log} for n in costs]
+    assert run_jobs(note_start, jobs, workers=1, cost=lambda job: costs[job["name"]]) == ["A", "B", "C", "D"]
+    assert (tmp_path / "started").read_text().split() == ["b", "d", "c", "a"]  # ties keep job order
 
 
 def test_workers_report_every_step_to_one_bar_in_the_caller(tmp_path, caplog):

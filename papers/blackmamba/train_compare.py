@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
                   "optim": cfg.optim, "trainer": cfg.trainer, "run_dir": args.run_dir / name / f"seed{seed}",
                   "model_dir": args.models_out / name / f"seed{seed}", "flops_per_step": flops_per_step}
                  for seed in cfg.seeds]
-    for job, run in zip(jobs, run_jobs(train_one, jobs, cfg.workers)):
+    # Blocks per model as the cost: the deep routing model's runs start first rather than last.
+    for job, run in zip(jobs, run_jobs(train_one, jobs, cfg.workers, cost=lambda job: len(job["lm_cfg"].layers))):
         models[job["name"]].setdefault("seeds", {})[str(job["seed"])] = run
 
     seeds = [str(seed) for seed in cfg.seeds]
