@@ -130,6 +130,8 @@ BASE = {"components": {"gpt_neo": NEO, "mamba": MAMBA}, "tasks": {"listops": {"d
     ({"components": {"mamba": MAMBA, "gpt_neo": {**NEO, "pattern": "attn_neo,nope"}}},
      r"gpt_neo\.pattern: unknown block 'nope'"),
     ({"tasks": {"x": {"task": {"task": "pathfinder", "size": 48}}}}, r"tasks\.x\.task\.size: 48 is not allowed"),
+    ({"seeds": [0, 0]}, r"seeds: give distinct seeds, got \[0, 0\]"),
+    ({"seeds": []}, r"seeds: give distinct seeds"),
 ])
 def test_bad_configs_name_the_key(change, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -145,7 +147,7 @@ def test_stage_end_to_end_searches_where_every_component_reads_and_programs_wher
                                      "max_depth": 3, "max_args": 3}},
                   "long": {"task": {"task": "pathfinder", "size": 32, "n_train": 4, "n_val": 4, "path_length": 4},
                            "max_steps": 1}},
-        "batch_size": 4, "eval_examples": 2,
+        "batch_size": 4, "eval_examples": 2, "seeds": [0, 1], "workers": 1,
         "trainer": {"max_steps": 2, "val_every_n_steps": 2, "limit_val_batches": 1, "checkpoint_every_n_steps": 2,
                     "log_every_n_steps": 1, "progress_bar": False, "threads": 1}}}
     params = tmp_path / "params.yaml"
@@ -156,13 +158,21 @@ def test_stage_end_to_end_searches_where_every_component_reads_and_programs_wher
     res = json.loads(out.read_text())
     short, long = res["tasks"]["short"], res["tasks"]["long"]
     assert res["profile"] == "smoke" and not short["programmed"] and long["programmed"]
-    assert short["models"]["manticore"]["mode"] == "searched" and len(short["models"]["manticore"]["trajectory"]) >= 1
+    hybrid = short["models"]["manticore"]
+    assert hybrid["mode"] == "searched" and all(len(run["trajectory"]) >= 1 for run in hybrid["seeds"])
     for m in ("gpt_neo", "mamba", "manticore"):
-        assert short["models"][m]["steps"] == 2 and short["models"][m]["n"] == 2
+        runs = short["models"][m]["seeds"]
+        assert [r["seed"] for r in runs] == [0, 1] and all(r["steps"] == 2 and r["n"] == 2 for r in runs)
+        assert short["models"][m]["accuracy"] == pytest.approx(sum(r["accuracy"] for r in runs) / 2)
+        assert (tmp_path / "runs/short" / m / "seed1/run_state.json").is_file()
+    best = short["best_component"]
+    assert short["models"][best]["accuracy"] == max(short["models"][c]["accuracy"] for c in ("gpt_neo", "mamba"))
+    assert short["manticore_minus_best"] == pytest.approx(
+        [h["accuracy"] - b["accuracy"] for h, b in zip(hybrid["seeds"], short["models"][best]["seeds"])])
     assert long["sequence_length"] == 1024 and long["excluded"] == ["gpt_neo"]
     assert long["models"]["gpt_neo"] == {"runs": False, "reason": "sequence length 1024 exceeds its 64 positions"}
     assert long["models"]["manticore"]["alphas"] == [[0.0, 1.0], [0.0, 1.0]]
-    assert long["models"]["manticore"]["steps"] == 1
+    assert [r["steps"] for r in long["models"]["manticore"]["seeds"]] == [1, 1]
     assert res["summary"]["programmed"]["long"]["alone"].keys() == {"mamba"}
 
     # A user error is one line and exit status 2.

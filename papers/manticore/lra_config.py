@@ -58,7 +58,7 @@ class LRATask:
 
 @dataclass
 class LRAExperimentsConfig:
-    seed: int = 0
+    seeds: list[int] = field(default_factory=lambda: [0])  # every network of every task trains once per seed
     tasks: dict[str, LRATask] = field(default_factory=dict)
     # Components as LanguageModel configs without vocab_size (set by each task); a component with
     # learned positions states its `n_ctx`, the longest sequence it can read.
@@ -72,8 +72,11 @@ class LRAExperimentsConfig:
     batch_size: int = bounded(32, ge=1)
     eval_examples: int | None = bounded(None, ge=1)  # validation examples scored after training; None: all
     match_tolerance: float = bounded(0.01, ge=0)  # accuracy below the better component still counted as a match
+    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds: give distinct seeds, got {self.seeds}")
         if not self.tasks:
             raise ConfigError("tasks: empty; name at least one, e.g. listops: {data: listops}")
         if len(self.components) < 2:
@@ -161,10 +164,11 @@ class PreparedTask:
     scored: DataLoader
 
 
-def prepare_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path) -> PreparedTask:
+def prepare_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, seed: int) -> PreparedTask:
+    """The task loaded for a run with `seed` (which orders its training batches)."""
     entry = cfg.tasks[name]
     batch_size = entry.batch_size or cfg.batch_size
-    data, source = load_task(entry, lra_dir, batch_size, cfg.seed)
+    data, source = load_task(entry, lra_dir, batch_size, seed)
     length = max(split["input_ids"].shape[1] for split in data.splits.values())
     return PreparedTask(data, source, length, num_classes(data.task), batch_size,
                         cfg.component_configs(name, vocab_size(data.task), length),
@@ -176,7 +180,7 @@ def component_classifier(lm: LMConfig, n_classes: int, cfg: LRAExperimentsConfig
     return SequenceClassificationModule(lm_backbone(lm), lm.d_model, n_classes, cfg.pooling, cfg.optim)
 
 
-def run_base(cfg: LRAExperimentsConfig, prepared: PreparedTask) -> dict:
-    """What every run on the task has in its run configuration (and resume key)."""
+def run_base(cfg: LRAExperimentsConfig, prepared: PreparedTask, seed: int) -> dict:
+    """What every run on the task with `seed` has in its run configuration (and resume key)."""
     return {"task": asdict(prepared.data.task), "source": prepared.source, "batch_size": prepared.batch_size,
-            "seed": cfg.seed, "optim": asdict(cfg.optim), "pooling": cfg.pooling}
+            "seed": seed, "optim": asdict(cfg.optim), "pooling": cfg.pooling}

@@ -17,7 +17,8 @@ A component "can read" a task when it has no learned positions, or when its `n_c
 positions, a property of the component, never stretched to fit) covers the longest sequence.
 
 Tasks come from the root `lra_generate` stage's directories (`data`) or are generated here from an
-`LRATaskConfig` (`task`), as `LRADataModule` does. Claims checked: Manticore matches or beats the
+`LRATaskConfig` (`task`), as `LRADataModule` does. Every network trains once per seed (its
+initialisation and the order of its batches), in worker processes. Claims checked: Manticore matches or beats the
 better component on most searched tasks; the programmed hybrid trains where GPT-Neo cannot.
 """
 
@@ -30,6 +31,7 @@ from common.stages import load_stage, stage_cli
 CLI = stage_cli(__name__, __doc__, "lra", "run-dir", "out")
 
 import logging
+import statistics
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Literal
@@ -42,7 +44,8 @@ from torch import nn
 from common.data.lra import vocab_size
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
-from common.models.lm import LanguageModel
+from common.models.lm import LanguageModel, LMConfig
+from common.parallel import run_jobs
 from common.training.modules import SequenceClassificationModule
 from common.training.optim import OptimConfig
 from papers.manticore.alphas import exclude
@@ -137,41 +140,38 @@ def programmed_alphas(n_blocks: int, n_components: int, excluded: list[int]) -> 
     return alphas / alphas.sum(-1, keepdim=True)
 
 
-# --- one task ------------------------------------------------------------------------------------------
+# --- one network on one task, one seed (a worker job) -----------------------------------------------
 
 
-def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path) -> dict:
-    entry = cfg.tasks[name]
+def excluded_components(configs: dict[str, LMConfig], length: int) -> list[int]:
+    """The components that cannot read `length`-token sequences, by index."""
+    return [m for m, lm in enumerate(configs.values()) if not can_read(lm, length)]
+
+
+def train_network(cfg: LRAExperimentsConfig, task: str, model: str, seed: int, lra_dir: Path, run_dir: Path) -> dict:
+    """A component alone, or the hybrid of all of them (`model="manticore"`), trained on `task` with
+    `seed` and scored: searched mixture weights where every component reads the task, programmed
+    ones (the unreadable components at exactly 0) where some cannot."""
+    entry = cfg.tasks[task]
     trainer = replace(cfg.trainer, max_steps=entry.max_steps or cfg.trainer.max_steps)
-    prepared = prepare_task(cfg, name, lra_dir)
-    data, source, length, batch_size = prepared.data, prepared.source, prepared.length, prepared.batch_size
-    task, n_classes, configs, scored = data.task, prepared.n_classes, prepared.configs, prepared.scored
+    prepared = prepare_task(cfg, task, lra_dir, seed)
+    configs, n_classes, base = prepared.configs, prepared.n_classes, run_base(cfg, prepared, seed)
+    if model != "manticore":
+        lm = configs[model]
+        result, _ = train_and_score(lambda: component_classifier(lm, n_classes, cfg), prepared.data, trainer,
+                                    run_dir, {**base, "model": model, "lm": asdict(lm)}, prepared.scored, seed)
+        return {"seed": seed, **result}
+
     n_blocks = entry.n_blocks or cfg.n_blocks
-    names = list(configs)
-    base = run_base(cfg, prepared)
-    positions = [max_positions(lm) for lm in configs.values()]
-    excluded = [m for m, lm in enumerate(configs.values()) if not can_read(lm, length)]
-    if len(excluded) == len(names):
-        raise ConfigError(f"tasks.{name}: no component can read its {length}-token sequences "
-                          f"(positions: {positions})")
-
-    models = {}
-    for m, (comp, lm) in enumerate(configs.items()):
-        if m in excluded:
-            models[comp] = {"runs": False, "reason": f"sequence length {length} exceeds its {lm.n_ctx} positions"}
-            continue
-        models[comp], _ = train_and_score(lambda lm=lm: component_classifier(lm, n_classes, cfg), data, trainer,
-                                          run_root / comp, {**base, "model": comp, "lm": asdict(lm)}, scored, cfg.seed)
-        models[comp]["runs"] = True
-
+    excluded = excluded_components(configs, prepared.length)
     programmed = bool(excluded)
+    alphas = programmed_alphas(n_blocks, len(configs), excluded) if programmed else None
     built: dict[str, Manticore] = {}
+    hybrid_cfg = ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size(prepared.data.task),
+                                 alpha_mode="fixed" if programmed else "softmax", use_projectors=cfg.projectors)
 
     def hybrid_module() -> L.LightningModule:
-        hybrid = built["hybrid"] = Manticore([LanguageModel(lm) for lm in configs.values()],
-                                             ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size(task),
-                                                             alpha_mode="fixed" if programmed else "softmax",
-                                                             use_projectors=cfg.projectors))
+        hybrid = built["hybrid"] = Manticore([LanguageModel(lm) for lm in configs.values()], hybrid_cfg)
         if programmed:
             hybrid.set_alphas(alphas)
             return SequenceClassificationModule(HybridHidden(hybrid), hybrid.d_model, n_classes, cfg.pooling,
@@ -181,30 +181,64 @@ def run_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, run_root: Path
     hybrid_config = {**base, "model": "manticore", "components": {c: asdict(lm) for c, lm in configs.items()},
                      "n_blocks": n_blocks, "projectors": cfg.projectors}
     if programmed:
-        alphas = programmed_alphas(n_blocks, len(names), excluded)
-        hybrid_config["alphas"] = alphas.tolist()
-        result, _ = train_and_score(hybrid_module, data, trainer, run_root / "manticore", hybrid_config, scored,
-                                    cfg.seed)
+        result, _ = train_and_score(hybrid_module, prepared.data, trainer, run_dir,
+                                    {**hybrid_config, "alphas": alphas.tolist()}, prepared.scored, seed)
     else:
-        result, run = train_and_score(hybrid_module, data, replace(trainer, gradient_clip_val=None),  # it clips
-                                      run_root / "manticore", {**hybrid_config, "search": asdict(cfg.search)},
-                                      scored, cfg.seed)
-        result["trajectory"] = alpha_trajectory(run.history, n_blocks, len(names))
-    hybrid = built["hybrid"]
-    result.update(runs=True, mode="programmed" if programmed else "searched",
-                  alphas=hybrid.mixture_weights(sample=False).detach().tolist())
-    models["manticore"] = result
+        searched = replace(trainer, gradient_clip_val=None)  # the search module clips
+        result, run = train_and_score(hybrid_module, prepared.data, searched, run_dir,
+                                      {**hybrid_config, "search": asdict(cfg.search)}, prepared.scored, seed)
+        result["trajectory"] = alpha_trajectory(run.history, n_blocks, len(configs))
+    return {"seed": seed, **result, "mode": "programmed" if programmed else "searched",
+            "alphas": built["hybrid"].mixture_weights(sample=False).detach().tolist()}
 
-    ran = [c for c in names if models[c]["runs"]]
-    best = max(models[c]["accuracy"] for c in ran)
-    row = {"source": source, "task": asdict(task), "sequence_length": length, "num_classes": n_classes,
-           "n_blocks": n_blocks, "steps": trainer.max_steps, "batch_size": batch_size,
-           "programmed": programmed, "excluded": [names[m] for m in excluded], "models": models,
-           "best_component_accuracy": best,
-           "manticore_matches_best_component": result["accuracy"] >= best - cfg.match_tolerance}
-    log.info("%s (%d tokens): %s", name, length,
-             {k: round(v["accuracy"], 3) if v["runs"] else "n/a" for k, v in models.items()})
-    return row
+
+# --- one task, every seed ------------------------------------------------------------------------------
+
+
+def task_plan(cfg: LRAExperimentsConfig, name: str, lra_dir: Path) -> dict:
+    """What a task's row needs before training: its sequences' length, steps, batch size and the
+    components that cannot read it (a task no component can read stops the stage)."""
+    prepared = prepare_task(cfg, name, lra_dir, cfg.seeds[0])
+    names, length = list(prepared.configs), prepared.length
+    excluded = excluded_components(prepared.configs, length)
+    if len(excluded) == len(names):
+        positions = [max_positions(lm) for lm in prepared.configs.values()]
+        raise ConfigError(f"tasks.{name}: no component can read its {length}-token sequences "
+                          f"(positions: {positions})")
+    reasons = {names[m]: f"sequence length {length} exceeds its {prepared.configs[names[m]].n_ctx} positions"
+               for m in excluded}
+    return {"source": prepared.source, "task": asdict(prepared.data.task), "sequence_length": length,
+            "num_classes": prepared.n_classes, "n_blocks": cfg.tasks[name].n_blocks or cfg.n_blocks,
+            "steps": cfg.tasks[name].max_steps or cfg.trainer.max_steps, "batch_size": prepared.batch_size,
+            "programmed": bool(excluded), "excluded": list(reasons), "reasons": reasons, "components": names,
+            "networks": [n for n in names if n not in reasons] + ["manticore"]}
+
+
+def task_row(plan: dict, seeds: list[int], runs: dict[str, list[dict]], tolerance: float) -> dict:
+    """A task's results: per network its runs (one per seed) and mean accuracy; the better component
+    by mean, and Manticore's accuracy minus that component's, per seed."""
+    models = {}
+    for net in [*plan["components"], "manticore"]:
+        if net in plan["reasons"]:
+            models[net] = {"runs": False, "reason": plan["reasons"][net]}
+            continue
+        per_seed = runs[net]
+        accuracies = [r["accuracy"] for r in per_seed]
+        models[net] = {"runs": True, "accuracy": statistics.fmean(accuracies),
+                       "accuracy_std": statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0,
+                       "majority_rate": per_seed[0]["majority_rate"], "n": per_seed[0]["n"],
+                       "parameters": per_seed[0]["parameters"], "seeds": per_seed}
+    hybrid = models["manticore"]
+    hybrid.update(mode=hybrid["seeds"][0]["mode"],
+                  alphas=torch.tensor([r["alphas"] for r in hybrid["seeds"]]).mean(0).tolist())  # mean over seeds
+    ran = [c for c in plan["networks"] if c != "manticore"]
+    best = max(ran, key=lambda c: models[c]["accuracy"])
+    minus_best = [h["accuracy"] - b["accuracy"] for h, b in zip(hybrid["seeds"], models[best]["seeds"])]
+    row = {k: v for k, v in plan.items() if k not in ("reasons", "components", "networks")}
+    return {**row, "seeds": seeds, "models": models,
+            "best_component": best, "best_component_accuracy": models[best]["accuracy"],
+            "manticore_minus_best": minus_best,
+            "manticore_matches_best_component": hybrid["accuracy"] >= models[best]["accuracy"] - tolerance}
 
 
 def summarise(rows: dict[str, dict], tolerance: float) -> dict:
@@ -233,9 +267,29 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "lra_experiments", LRAExperimentsConfig)
 
-    rows = {name: run_task(cfg, name, args.lra, args.run_dir / name) for name in cfg.tasks}
+    plans = {name: task_plan(cfg, name, args.lra) for name in cfg.tasks}
+    jobs = [{"cfg": cfg, "task": name, "model": net, "seed": seed, "lra_dir": args.lra,
+             "run_dir": args.run_dir / name / net / f"seed{seed}"}
+            for name, plan in plans.items() for net in plan["networks"] for seed in cfg.seeds]
+    def cost(job: dict) -> int:
+        """Tokens trained over the run, times the networks that read them (the hybrid runs every
+        component that reads the task): the estimate that starts the longest jobs first."""
+        plan = plans[job["task"]]
+        networks = len(plan["networks"]) - 1 if job["model"] == "manticore" else 1
+        return plan["steps"] * plan["sequence_length"] * plan["batch_size"] * networks
+
+    done = run_jobs(train_network, jobs, cfg.workers, cost=cost)
+
+    rows = {}
+    for name, plan in plans.items():
+        runs = {net: [done[i] for i, j in enumerate(jobs) if j["task"] == name and j["model"] == net]
+                for net in plan["networks"]}
+        rows[name] = row = task_row(plan, cfg.seeds, runs, cfg.match_tolerance)
+        log.info("%s (%d tokens, %d seeds): %s", name, row["sequence_length"], len(cfg.seeds),
+                 {k: round(v["accuracy"], 3) if v["runs"] else "n/a" for k, v in row["models"].items()})
     summary = summarise(rows, cfg.match_tolerance)
-    write_json(args.out, {"profile": profile, "components": list(cfg.components), "summary": summary, "tasks": rows})
+    write_json(args.out, {"profile": profile, "components": list(cfg.components), "seeds": cfg.seeds,
+                          "summary": summary, "tasks": rows})
     log.info("wrote %s: %s", args.out, {k: v for k, v in summary.items() if k != "programmed"})
 
 

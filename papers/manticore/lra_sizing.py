@@ -5,15 +5,17 @@ Table 3 compares the accuracies of Manticore and its components trained from scr
 networks that have not left chance such a comparison ranks noise. For every task named in
 `budgets` and every component that can read its sequences, one complete run per budget (each with
 its own warmup and cosine schedule, as `lra_experiments` would train at that `max_steps`; its
-optimizer, batch size, pooling and seed), scored on the examples the table scores. The table's own
+optimizer, batch size, pooling and first seed), scored on the examples the table scores. The table's own
 budget for the task is always one of the budgets.
 
 Chance is the majority-class rate of the scored examples: a classifier that always answers the most
 frequent label scores it without reading its input. A run is above chance when the exact one-sided
-binomial test over the scored examples rejects that rate at `alpha`. Written per task: chance, every
-run's accuracy and loss, the smallest budget from which each component is above chance, and the
-smallest from which all of them are (null: none of the budgets). The report turns this into the
-LRA rows of the claims ledger.
+binomial test over the scored examples rejects that rate at `alpha`. A component's curve has
+flattened at a budget when no larger budget measured scores more than two standard errors of a
+difference of two runs above it (`sizing.flat_from`). Written per task: chance, every run's accuracy
+and loss, the smallest budget from which each component is above chance and from which it is flat,
+and the smallest from which all of them are (null: none of the budgets). The report turns this into
+the LRA rows of the claims ledger.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from papers.manticore.lra_config import (
     run_base,
     train_and_score,
 )
-from papers.manticore.sizing import smallest
+from papers.manticore.sizing import flat_from, smallest
 
 log = logging.getLogger("lra_sizing")
 
@@ -63,12 +65,13 @@ class LRASizingConfig:
 def size_run(cfg: LRAExperimentsConfig, task: str, component: str, budget: int, lra_dir: Path,
              run_dir: Path) -> dict:
     """One component trained alone on `task` for `budget` steps (a worker job): its scores."""
-    prepared = prepare_task(cfg, task, lra_dir)
+    seed = cfg.seeds[0]
+    prepared = prepare_task(cfg, task, lra_dir, seed)
     lm = prepared.configs[component]
     trainer = replace(cfg.trainer, max_steps=budget, checkpoint_every_n_steps=budget)
     scores, _ = train_and_score(lambda: component_classifier(lm, prepared.n_classes, cfg), prepared.data, trainer,
-                                run_dir, {**run_base(cfg, prepared), "model": component, "lm": asdict(lm)},
-                                prepared.scored, cfg.seed)
+                                run_dir, {**run_base(cfg, prepared, seed), "model": component, "lm": asdict(lm)},
+                                prepared.scored, seed)
     return scores
 
 
@@ -86,15 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     for name, listed in sizing.budgets.items():
         table_budget = cfg.tasks[name].max_steps or cfg.trainer.max_steps
         budgets = sorted({*listed, table_budget})
-        prepared = prepare_task(cfg, name, args.lra)  # a task that does not load stops the stage here
+        prepared = prepare_task(cfg, name, args.lra, cfg.seeds[0])  # a task that does not load stops the stage here
         readers = [c for c, lm in prepared.configs.items() if can_read(lm, prepared.length)]
         tasks[name] = {"table_budget": table_budget, "budgets": budgets, "components": readers,
                        "sequence_length": prepared.length}
         jobs += [{"cfg": cfg, "task": name, "component": c, "budget": b, "lra_dir": args.lra,
                   "run_dir": args.run_dir / name / c / f"steps{b}"} for c in readers for b in budgets]
-    # The longest runs first, so that no worker is left with one long run at the end.
-    order = sorted(range(len(jobs)), key=lambda i: -jobs[i]["budget"])
-    runs = dict(zip(order, run_jobs(size_run, [jobs[i] for i in order], sizing.workers)))
+    runs = run_jobs(size_run, jobs, sizing.workers, cost=lambda job: job["budget"])
 
     results, k = {}, 0
     for name, info in tasks.items():
@@ -109,12 +110,16 @@ def main(argv: list[str] | None = None) -> None:
             row["chance"] = by_budget[info["budgets"][0]]["majority_rate"]  # the same scored examples in every run
             row["networks"][component] = {
                 "runs": {str(b): r for b, r in by_budget.items()},
-                "above_chance_from": smallest(info["budgets"], {b: r["above_chance"] for b, r in by_budget.items()})}
-        froms = [net["above_chance_from"] for net in row["networks"].values()]
-        row["all_above_chance_from"] = None if None in froms else max(froms)
+                "above_chance_from": smallest(info["budgets"], {b: r["above_chance"] for b, r in by_budget.items()}),
+                "flat_from": flat_from(info["budgets"], {b: r["accuracy"] for b, r in by_budget.items()},
+                                       by_budget[info["budgets"][0]]["n"])}
+        for key in ("above_chance_from", "flat_from"):
+            froms = [net[key] for net in row["networks"].values()]
+            row[f"all_{key}"] = None if None in froms else max(froms)
         results[name] = row
-        log.info("%s: chance %.3f; above chance from %s steps", name, row["chance"],
-                 {c: net["above_chance_from"] for c, net in row["networks"].items()})
+        log.info("%s: chance %.3f; above chance from %s steps; flat from %s", name, row["chance"],
+                 {c: net["above_chance_from"] for c, net in row["networks"].items()},
+                 {c: net["flat_from"] for c, net in row["networks"].items()})
     write_json(args.out, {"profile": profile, "alpha": sizing.alpha, "components": list(cfg.components),
                           "tasks": results})
     log.info("wrote %s", args.out)

@@ -25,7 +25,9 @@ from common.eval.ledger import (
     claim_entry,
     claims_table,
     judge_difference,
+    judge_equivalence,
     judge_non_inferiority,
+    paired_differences,
     run_above_chance,
     spread,
 )
@@ -187,17 +189,20 @@ def lra_sizing(res: dict) -> str:
     """Accuracy of every component trained alone, per task and budget; * marks above chance."""
     lines = [f"Validation accuracy of each component trained alone for a budget of steps (one run each, on the "
              f"examples the table scores); `*`: above chance (the majority-class rate; exact binomial test at "
-             f"{res['alpha']}). The table's own budget is marked (table).", "",
-             "| task | tokens | chance | component | accuracy by budget (steps: accuracy) | above chance from |",
-             "|---|---|---|---|---|---|"]
+             f"{res['alpha']}). The table's own budget is marked (table). Flat from: the smallest budget no larger "
+             "one beats by more than two standard errors of a difference of two runs.", "",
+             "| task | tokens | chance | component | accuracy by budget (steps: accuracy) | above chance from | "
+             "flat from |",
+             "|---|---|---|---|---|---|---|"]
     for name, row in res["tasks"].items():
         for component, net in row["networks"].items():
             cells = ", ".join(f"{b}{' (table)' if b == row['table_budget'] else ''}: {r['accuracy']:.3f}"
                               f"{'*' if r['above_chance'] else ''}" for b, r in ((b, net["runs"][str(b)])
                                                                                   for b in row["budgets"]))
-            start = net["above_chance_from"]
+            start, flat = net["above_chance_from"], net["flat_from"]
             lines.append(f"| {name} | {row['sequence_length']} | {row['chance']:.3f} | {component} | {cells} | "
-                         f"{start if start is not None else 'none of them'} |")
+                         f"{start if start is not None else 'none of them'} | "
+                         f"{flat if flat is not None else 'none of them'} |")
     return "\n".join(lines)
 
 
@@ -350,47 +355,28 @@ def _lra_task(task: dict) -> tuple[str, tuple | None]:
 
 def lra_experiments(res: dict) -> str:
     models = [*res["components"], "manticore"]
-    lines = ["Validation accuracy (%), the paper's in brackets; chance is the majority-class rate. Searched: every "
-             "component reads the sequence and the mixture weights are searched while training (Table 3). "
-             "Programmed: a component that cannot read it (beyond its positions) gets weight 0 in every block and "
-             "never runs (Table 7, and Table 3's Pathfinder-X).", "",
-             "| task | tokens | steps | " + " | ".join(models[:-1]) + " | Manticore | alphas (per block) | chance | "
-             "Manticore matches best? |",
-             "|---|---|---|" + "---|" * (len(models) + 3)]
+    lines = [f"Validation accuracy (%), mean ± sd over seeds {res['seeds']}, the paper's in brackets; chance is the "
+             "majority-class rate. Searched: every component reads the sequence and the mixture weights are searched "
+             "while training (Table 3). Programmed: a component that cannot read it (beyond its positions) gets weight "
+             "0 in every block and never runs (Table 7, and Table 3's Pathfinder-X). Alphas: the hybrid's final "
+             "mixture weights per block, mean over seeds.", "",
+             "| task | tokens | steps | " + " | ".join(models[:-1]) + " | Manticore | alphas (per block) | chance |",
+             "|---|---|---|" + "---|" * (len(models) + 2)]
     for row in res["tasks"].values():
         label, paper = _lra_task(row["task"])
         cells = []
         for i, m in enumerate(models):
             r = row["models"][m]
-            cell = f"{100 * r['accuracy']:.1f}" if r["runs"] else "n/a"
+            cell = f"{100 * r['accuracy']:.1f} ± {100 * r['accuracy_std']:.1f}" if r["runs"] else "n/a"
             if paper is not None:
                 cell += f" [{paper[i] if paper[i] is not None else 'N/A'}]"
             cells.append(cell)
         hybrid = row["models"]["manticore"]
         alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in hybrid["alphas"])
-        match = "-" if row["programmed"] else ("yes" if row["manticore_matches_best_component"] else "no")
         lines.append(f"| {label} | {row['sequence_length']} | {row['steps']} | " + " | ".join(cells) +
-                     f" | {hybrid['mode']}: {alphas} | {100 * hybrid['majority_rate']:.1f} | {match} |")
-    s = res["summary"]
-    readings = []
-    if s["searched_tasks"]:
-        k, n = s["manticore_matches_or_beats_best_component"], len(s["tasks_above_chance"])
-        reading = (f"{k} of {n} tasks where some model beats chance" if n else
-                   "every model is at or below chance on every searched task at this budget")
-        if s["at_chance"] and n:
-            reading += f"; every model at chance on {', '.join(s['at_chance'])}"
-        readings.append((f"Manticore matches (within {100 * s['match_tolerance']:.1f} accuracy points) or beats the "
-                         "better component (paper: on every task but IMDb)", reading))
-    for name, p in s["programmed"].items():
-        alone = ", ".join(f"{c} alone {100 * a:.1f}%" for c, a in p["alone"].items())
-        chance = 100 * res["tasks"][name]["models"]["manticore"]["majority_rate"]
-        readings.append((f"{name}: the programmed hybrid trains on {p['sequence_length']}-token sequences that "
-                         f"{', '.join(p['excluded'])} cannot read",
-                         f"it trains: {100 * p['accuracy']:.1f}% vs {alone} (paper: one number for both, Manticore "
-                         f"reduces to Mamba); {'above' if p['above_chance'] else 'not above'} chance ({chance:.1f}%)"))
-    lines += ["", "One seed: readings, not verdicts; the claims table judges these claims against the sizing runs "
-                  "below.", "", "| claim | reading |", "|---|---|"]
-    lines += [f"| {claim} | {reading} |" for claim, reading in readings]
+                     f" | {hybrid['mode']}: {alphas} | {100 * hybrid['majority_rate']:.1f} |")
+    lines += ["", "The claims table judges Tables 3 and 7 task by task, from every seed's run and the sizing runs "
+                  "below."]
     return "\n".join(lines)
 
 
@@ -708,77 +694,122 @@ def mad_claims(mad: dict, sizing: dict) -> list[dict]:
     return entries
 
 
-def lra_sizing_evidence(sizing: dict) -> tuple[bool, str]:
-    """Whether every sized component is above chance on every sized task at the table's budget for
-    it, and what the sizing runs measured, in words."""
-    learned, parts = True, []
-    for name, row in sizing["tasks"].items():
-        nets = row["networks"]
-        learned &= all(net["runs"][str(row["table_budget"])]["above_chance"] for net in nets.values())
-        starts = ", ".join(f"{c} {net['above_chance_from']}" if net["above_chance_from"] is not None
-                           else f"{c} >{row['budgets'][-1]}" for c, net in nets.items())
-        parts.append(f"{name} ({row['sequence_length']} tokens, chance {row['chance']:.2f}, the table trains "
-                     f"{row['table_budget']} steps): {starts}")
-    return learned, ("the budget from which each component alone is above chance (one run per budget; >N: at none "
-                     "up to N): " + "; ".join(parts))
+def lra_sizing_reading(name: str, row: dict) -> str:
+    """What the sizing runs measured on one task, in words."""
+    def budget(b):
+        return str(b) if b is not None else f">{row['budgets'][-1]}"
+
+    starts = ", ".join(f"{c} {budget(net['above_chance_from'])}" for c, net in row["networks"].items())
+    flats = ", ".join(f"{c} {budget(net['flat_from'])}" for c, net in row["networks"].items())
+    return (f"{name} ({row['sequence_length']} tokens, chance {row['chance']:.2f}), one run per budget of "
+            f"{row['budgets']} (>N: at none up to N): each component alone is above chance from {starts}; its "
+            f"accuracy is flat from {flats}")
+
+
+def lra_runs_above_chance(row: dict, alpha: float) -> dict[str, bool]:
+    """Per network that ran on a task: whether every one of its runs (one per seed) is above chance,
+    by the exact binomial test at `alpha` on its scored examples."""
+    return {c: all(run_above_chance(r["accuracy"], r["n"], r["majority_rate"], alpha) for r in m["seeds"])
+            for c, m in row["models"].items() if m["runs"]}
+
+
+def _seed_accuracies(row: dict) -> dict[str, list[float]]:
+    return {c: [r["accuracy"] for r in m["seeds"]] for c, m in row["models"].items() if m["runs"]}
+
+
+def table3_claim(name: str, row: dict, profile: str, sizing: dict) -> dict | None:
+    """Table 3 on one searched task: Manticore against the better component (by mean over seeds),
+    paired by seed. Judged only when every run of every network is above chance; otherwise
+    `needs paper scale` when no budget lra_sizing measured takes every component above chance, and
+    `inconclusive` naming the budget that would, when one does. None for a task not in Table 3."""
+    label, paper = _lra_task(row["task"])
+    if paper is None:
+        return None
+    effect = (paper[2] - max(paper[:2])) / 100
+    above = lra_runs_above_chance(row, sizing["alpha"])
+    steps, chance = row["steps"], row["models"]["manticore"]["majority_rate"]
+    entry = {"paper": PAPER, "profile": profile, "id": f"table3-lra-{name}",
+             "claim": f"Trained from scratch on {label}, Manticore[GPT-Neo, Mamba] "
+                      + ("outperforms the better of its components" if effect > 0 else
+                         "scores below the better of its components (the one task the paper names as an exception)"),
+             "where": "Section 4.3, Table 3", "metric": "validation accuracy, Manticore - better component (by mean)",
+             "paper_value": dict(zip(("GPT-Neo", "Mamba", "Manticore"), paper))}
+    reading = (f"{name} at {steps} steps, {len(row['seeds'])} seed(s): "
+               + ", ".join(f"{c} {m['accuracy']:.3f} ± {m['accuracy_std']:.3f}" for c, m in row["models"].items()
+                           if m["runs"]) + f"; chance {chance:.3f}")
+    sized = sizing["tasks"].get(name)
+    if sized is not None:
+        reading += "; " + lra_sizing_reading(name, sized)
+    if not all(above.values()):
+        at_chance = ", ".join(c for c, ok in above.items() if not ok)
+        if sized is not None and sized["all_above_chance_from"] is None:
+            return claim_entry(**entry, verdict="needs paper scale", evidence=reading, why=(
+                f"{at_chance} at chance at the table's {steps} steps, and no budget measured here takes every "
+                "component above chance, so the task needs the paper's budgets (5,000 to 62,500 steps at widths 64 "
+                "to 512)"))
+        later = (f"; every component is above chance from {sized['all_above_chance_from']} steps, so the table at "
+                 "that budget with three seeds can decide it" if sized is not None else "")
+        return claim_entry(**entry, verdict="inconclusive", evidence=reading, arms=_seed_accuracies(row),
+                           chance=chance, control="chance: the majority-class rate of the scored examples",
+                           why=f"{at_chance} not above chance in every run at the table's {steps} steps{later}")
+    flat = sized["all_flat_from"] if sized is not None else steps
+    if flat is None:
+        return claim_entry(**entry, verdict="needs paper scale", evidence=reading, why=(
+            f"every run is above chance at the table's {steps} steps, but some component's accuracy still rises "
+            f"by more than noise up to the largest budget measured ({sized['budgets'][-1]} steps), so a comparison "
+            "at any budget here ranks networks still learning"))
+    if flat > steps:
+        return claim_entry(**entry, verdict="inconclusive", evidence=reading, arms=_seed_accuracies(row),
+                           difference=row["manticore_minus_best"], chance=chance,
+                           control="chance: the majority-class rate of the scored examples",
+                           why=f"every run is above chance at the table's {steps} steps, but the components' accuracy "
+                               f"still rises by more than noise until {flat} steps (lra_sizing), so the table at that "
+                               "budget with three seeds can decide it")
+    verdict, why = judge_difference(row["manticore_minus_best"], 1 if effect > 0 else -1, paper_effect=effect)
+    return claim_entry(**entry, verdict=verdict, why=why, evidence=reading, arms=_seed_accuracies(row),
+                       difference=row["manticore_minus_best"], chance=chance,
+                       control=f"chance: the majority-class rate of the scored examples; every run of every network "
+                               f"is above it (exact binomial test at {sizing['alpha']})")
+
+
+def table7_claim(name: str, row: dict, profile: str, sizing: dict, margin: float) -> dict:
+    """Table 7 on one programmed task: the hybrid with the unreadable component at 0 scores as the
+    component that reads the task, alone (an equivalence within `margin`), judged only when every
+    run is above chance."""
+    readers = [c for c, m in row["models"].items() if m["runs"] and c != "manticore"]
+    above = lra_runs_above_chance(row, sizing["alpha"])
+    chance = row["models"]["manticore"]["majority_rate"]
+    reading = (f"{name} ({row['sequence_length']} tokens, {row['steps']} steps, {len(row['seeds'])} seed(s), "
+               f"{', '.join(row['excluded'])} programmed out): "
+               + ", ".join(f"{c} {m['accuracy']:.3f}{'' if above[c] else ' (at chance)'}"
+                           for c, m in row["models"].items() if m["runs"]) + f"; chance {chance:.3f}")
+    entry = {"paper": PAPER, "profile": profile, "id": f"table7-programmed-hybrid-{name}",
+             "claim": "Where GPT-Neo cannot read the sequence (Pathfinder-X), the hybrid with GPT-Neo programmed out "
+                      "reduces to Mamba and scores as Mamba alone",
+             "where": "Section 4.3, Table 7 (one accuracy for Mamba and Manticore per Pathfinder size)",
+             "metric": "validation accuracy, programmed hybrid - Mamba alone",
+             "paper_value": {f"{s}x{s}, {k} paddles": v[1] for (s, k), v in PAPER_TABLE7.items()}}
+    if not all(above.values()):
+        sized = "; ".join(lra_sizing_reading(n, r) for n, r in sizing["tasks"].items())
+        return claim_entry(**entry, verdict="needs paper scale", evidence=f"{reading}; {sized}", why=(
+            "a run here is at chance at the table's budget; the evidence adds where the components leave chance "
+            "on the sized tasks (the paper trains 50,000 steps on 160,000 images)"))
+    accuracies = _seed_accuracies(row)
+    difference = paired_differences(accuracies["manticore"], accuracies[readers[0]])
+    verdict, why = judge_equivalence(difference, margin)
+    return claim_entry(**entry, verdict=verdict, why=why, evidence=reading, arms=accuracies, difference=difference,
+                       chance=chance, control="chance: the majority-class rate of the scored examples")
 
 
 def lra_claims(lra: dict, sizing: dict) -> list[dict]:
-    """Tables 3 and 7 (LRA from scratch). Table 3 is `needs paper scale` when on some sized task no
-    budget measured takes every component above chance; `inconclusive` when every task has such a
-    budget but the table trains fewer steps (the row names the budget to run with three seeds), or
-    when every component is above chance at the table's budget but the table runs one seed."""
-    learned, evidence = lra_sizing_evidence(sizing)
-    common = {"paper": PAPER, "profile": lra["profile"]}
-    searched = {name: row for name, row in lra["tasks"].items() if not row["programmed"] and name in sizing["tasks"]}
-    unreachable = [name for name, row in sizing["tasks"].items() if row["all_above_chance_from"] is None]
-    later = {name: row["all_above_chance_from"] for name, row in sizing["tasks"].items()
-             if name not in unreachable and row["all_above_chance_from"] > row["table_budget"]}
-    affordable = "; ".join(f"on {name} every component is above chance from {steps} steps, so the table at that "
-                           "budget with three seeds can decide it at this profile" for name, steps in later.items())
-    table3 = {**common, "id": "table3-lra-matches-best-component",
-              "claim": "Trained from scratch on LRA, Manticore[GPT-Neo, Mamba] matches or beats the better of its "
-                       "components on every task but IMDb",
-              "where": "Section 4.3, Table 3",
-              "metric": "validation accuracy per task, Manticore - better component",
-              "paper_value": {k: dict(zip(("GPT-Neo", "Mamba", "Manticore"), v)) for k, v in PAPER_TABLE3.items()}}
-    if unreachable:
-        entries = [claim_entry(**table3, verdict="needs paper scale", evidence=evidence, why=(
-            f"on {', '.join(unreachable)} no budget measured here takes every component above chance, so the claim "
-            "over every task needs the paper's budgets (5,000 to 62,500 steps at widths 64 to 512)"
-            + (f"; {affordable}" if affordable else "")))]
-    else:
-        why = (f"a component is at chance at the table's budget; {affordable}" if not learned else
-               "every component is above chance at the table's budget, but the table runs one seed; a verdict needs "
-               "three")
-        entries = [claim_entry(**table3, verdict="inconclusive", evidence=evidence, why=why,
-                               arms={k: [r["models"]["manticore"]["accuracy"] - r["best_component_accuracy"]]
-                                     for k, r in searched.items()},
-                               control="chance: each task's majority-class rate, in results/lra_sizing.json")]
+    """Tables 3 and 7 (LRA from scratch), one row per task: Table 3 where the mixture weights were
+    searched, Table 7 where a component was programmed out."""
+    entries = []
     for name, row in lra["tasks"].items():
-        if not row["programmed"]:
-            continue
-        ran = {c: m for c, m in row["models"].items() if m["runs"]}  # the hybrid and the components that read it
-        above = {c: run_above_chance(m["accuracy"], m["n"], m["majority_rate"], sizing["alpha"])
-                 for c, m in ran.items()}
-        reading = (f"{name} ({row['sequence_length']} tokens, {row['steps']} steps, GPT-Neo programmed out): "
-                   + ", ".join(f"{c} {m['accuracy']:.3f}{'' if above[c] else ' (at chance)'}" for c, m in ran.items())
-                   + f"; chance {ran['manticore']['majority_rate']:.3f}")
-        table7 = {**common, "id": f"table7-programmed-hybrid-{name}",
-                  "claim": "Where GPT-Neo cannot read the sequence (Pathfinder-X), the hybrid with GPT-Neo programmed "
-                           "out reduces to Mamba and scores as Mamba alone",
-                  "where": "Section 4.3, Table 7 (one accuracy for Mamba and Manticore per Pathfinder size)",
-                  "metric": "validation accuracy, programmed hybrid and Mamba alone",
-                  "paper_value": {f"{s}x{s}, {k} paddles": v[1] for (s, k), v in PAPER_TABLE7.items()}}
-        if all(above.values()):
-            entries.append(claim_entry(**table7, verdict="inconclusive", evidence=reading,
-                                       arms={c: [m["accuracy"]] for c, m in ran.items()},
-                                       chance=ran["manticore"]["majority_rate"],
-                                       why="both are above chance, but the table runs one seed; a verdict needs three"))
-        else:
-            entries.append(claim_entry(**table7, verdict="needs paper scale", evidence=f"{reading}; {evidence}", why=(
-                "a run here is at chance at the table's budget; the evidence adds where the components leave chance "
-                "on the sized tasks (the paper trains 50,000 steps on 160,000 images)")))
+        if row["programmed"]:
+            entries.append(table7_claim(name, row, lra["profile"], sizing, lra["summary"]["match_tolerance"]))
+        elif (entry := table3_claim(name, row, lra["profile"], sizing)) is not None:
+            entries.append(entry)
     return entries
 
 
