@@ -713,6 +713,9 @@ def lra_runs_above_chance(row: dict, alpha: float) -> dict[str, bool]:
             for c, m in row["models"].items() if m["runs"]}
 
 
+LRA_CONTROL = "chance: the majority-class rate of the scored examples"
+
+
 def _seed_accuracies(row: dict) -> dict[str, list[float]]:
     return {c: [r["accuracy"] for r in m["seeds"]] for c, m in row["models"].items() if m["runs"]}
 
@@ -740,28 +743,27 @@ def table3_claim(name: str, row: dict, profile: str, sizing: dict) -> dict | Non
     sized = sizing["tasks"].get(name)
     if sized is not None:
         reading += "; " + lra_sizing_reading(name, sized)
+    measured = {"arms": _seed_accuracies(row), "chance": chance, "control": LRA_CONTROL}
     if not all(above.values()):
         at_chance = ", ".join(c for c, ok in above.items() if not ok)
         if sized is not None and sized["all_above_chance_from"] is None:
-            return claim_entry(**entry, verdict="needs paper scale", evidence=reading, why=(
+            return claim_entry(**entry, **measured, verdict="needs paper scale", evidence=reading, why=(
                 f"{at_chance} at chance at the table's {steps} steps, and no budget measured here takes every "
                 "component above chance, so the task needs the paper's budgets (5,000 to 62,500 steps at widths 64 "
                 "to 512)"))
         later = (f"; every component is above chance from {sized['all_above_chance_from']} steps, so the table at "
                  "that budget with three seeds can decide it" if sized is not None else "")
-        return claim_entry(**entry, verdict="inconclusive", evidence=reading, arms=_seed_accuracies(row),
-                           chance=chance, control="chance: the majority-class rate of the scored examples",
+        return claim_entry(**entry, **measured, verdict="inconclusive", evidence=reading,
                            why=f"{at_chance} not above chance in every run at the table's {steps} steps{later}")
     flat = sized["all_flat_from"] if sized is not None else steps
     if flat is None:
-        return claim_entry(**entry, verdict="needs paper scale", evidence=reading, why=(
+        return claim_entry(**entry, **measured, verdict="needs paper scale", evidence=reading, why=(
             f"every run is above chance at the table's {steps} steps, but some component's accuracy still rises "
             f"by more than noise up to the largest budget measured ({sized['budgets'][-1]} steps), so a comparison "
             "at any budget here ranks networks still learning"))
     if flat > steps:
-        return claim_entry(**entry, verdict="inconclusive", evidence=reading, arms=_seed_accuracies(row),
-                           difference=row["manticore_minus_best"], chance=chance,
-                           control="chance: the majority-class rate of the scored examples",
+        return claim_entry(**entry, **measured, verdict="inconclusive", evidence=reading,
+                           difference=row["manticore_minus_best"],
                            why=f"every run is above chance at the table's {steps} steps, but the components' accuracy "
                                f"still rises by more than noise until {flat} steps (lra_sizing), so the table at that "
                                "budget with three seeds can decide it")
@@ -789,16 +791,16 @@ def table7_claim(name: str, row: dict, profile: str, sizing: dict, margin: float
              "where": "Section 4.3, Table 7 (one accuracy for Mamba and Manticore per Pathfinder size)",
              "metric": "validation accuracy, programmed hybrid - Mamba alone",
              "paper_value": {f"{s}x{s}, {k} paddles": v[1] for (s, k), v in PAPER_TABLE7.items()}}
+    accuracies = _seed_accuracies(row)
+    measured = {"arms": accuracies, "chance": chance, "control": LRA_CONTROL}
     if not all(above.values()):
         sized = "; ".join(lra_sizing_reading(n, r) for n, r in sizing["tasks"].items())
-        return claim_entry(**entry, verdict="needs paper scale", evidence=f"{reading}; {sized}", why=(
+        return claim_entry(**entry, **measured, verdict="needs paper scale", evidence=f"{reading}; {sized}", why=(
             "a run here is at chance at the table's budget; the evidence adds where the components leave chance "
             "on the sized tasks (the paper trains 50,000 steps on 160,000 images)"))
-    accuracies = _seed_accuracies(row)
     difference = paired_differences(accuracies["manticore"], accuracies[readers[0]])
     verdict, why = judge_equivalence(difference, margin)
-    return claim_entry(**entry, verdict=verdict, why=why, evidence=reading, arms=accuracies, difference=difference,
-                       chance=chance, control="chance: the majority-class rate of the scored examples")
+    return claim_entry(**entry, **measured, verdict=verdict, why=why, evidence=reading, difference=difference)
 
 
 def lra_claims(lra: dict, sizing: dict) -> list[dict]:
