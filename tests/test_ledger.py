@@ -135,3 +135,15 @@ def test_one_run_above_chance_is_the_exact_binomial_tail(accuracy, trials, chanc
     k = round(accuracy * trials)
     tail = sum(math.comb(trials, j) * chance ** j * (1 - chance) ** (trials - j) for j in range(k, trials + 1))
     assert run_above_chance(accuracy, trials, chance) == (tail < 0.01)
+
+
+def test_readme_tables_render_from_their_results_file_or_from_another_tables(tmp_path):
+    from common.eval.report import render
+
+    (tmp_path / "runs.json").write_text('{"profile": "tiny", "n": 3}')
+    readme = "a\n<!-- table:runs -->\nold\n<!-- /table -->\nb\n<!-- table:runs_again -->\n<!-- /table -->\n"
+    out = render(readme, tmp_path, {"runs": lambda d: f"n = {d['n']}", "runs_again": ("runs", lambda d: "again")},
+                 "rerun")
+    assert out == ("a\n<!-- table:runs -->\n_Profile `tiny`; generated from `results/runs.json`._\n\nn = 3\n"
+                   "<!-- /table -->\nb\n<!-- table:runs_again -->\n_Profile `tiny`; generated from `results/runs.json`."
+                   "_\n\nagain\n<!-- /table -->\n")

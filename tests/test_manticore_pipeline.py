@@ -79,12 +79,15 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert set(main["alone_at_hybrid_compute"]) == {"gpt_neo", "mamba_instructions"}
     assert all(r["steps"] > 2 for r in main["alone_at_hybrid_compute"].values()), "more steps than the hybrid's"
     assert "ensemble" not in control and "alone_at_hybrid_compute" not in control
+    assert set(main["tasks"]) == {"stories", "instructions", "mix"} and "tasks" not in control
     for point in main["sweep"]:
         loss = point["loss"]
         assert loss["mix"] == pytest.approx((loss["stories"] + loss["instructions"]) / 2)
     claims = json.loads((repo / RESULTS / "claims.json").read_text())["claims"]
     ids = {c["id"] for c in claims}
-    assert ids >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore", "table2-right-beats-components"}
+    assert ids >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore", "table2-right-beats-components",
+                   "table1-mix-beats-components", "table1-beats-components-on-most-tasks",
+                   "fig2-right-mad-programmed-hybrid", "fig4-optimum-stabilises"}
     lra = {c["id"]: c for c in claims if "lra" in c["id"] or "programmed-hybrid" in c["id"]}
     assert set(lra) == {"table3-lra-listops", "table3-lra-pathfinder32", "table7-programmed-hybrid-pathfinder64"}
     # smoke: two seeds of two steps, so no verdict

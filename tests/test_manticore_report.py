@@ -9,6 +9,7 @@ from papers.manticore.report import (
     late_movement,
     mad_claims,
     mad_sizing,
+    programmed_claim,
     specialist_claims,
     specialists,
 )
@@ -115,10 +116,50 @@ def test_the_ledger_and_the_table_render():
     res = results(sweeps, searched, ensemble=1.8)
     lra = {"lra_experiments": lra_table({"gpt_neo": 0.3, "mamba": 0.3, "manticore": 0.3}, programmed_at=0.5),
            "lra_sizing": lra_sized({"gpt_neo": {150: 0.3}, "mamba": {150: 0.3}})}
-    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}), **lra})
-    assert len(ledger) == 6 + 3 + 2
+    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
+                           "programmed": programmed_results(list(MAD_TASKS)),
+                           "projector_budget": budgets([0.0, 0.5, 0.5]), **lra})
+    assert len(ledger) == 6 + 3 + 2 + 2
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
+
+
+# Table 1's stand-in: each component alone and Manticore fine-tuned on each genre and on the mix.
+TASKS = ("stories", "instructions", "mix")
+
+
+def with_tasks(res: dict, losses: dict[str, tuple[float, float, float]], chance: float = 6.0) -> dict:
+    """`res` whose runs hold Table 1 tasks: per task (gpt_neo alone, mamba_instructions alone,
+    Manticore), each seed a little apart; every genre's chance at `chance`."""
+    for r in res["runs"]:
+        jitter = 0.01 * r["seed"]
+        r["chance"] = {task: chance for task in TASKS}
+        r["tasks"] = {task: {"alone": {"gpt_neo": point(a + jitter), "mamba_instructions": point(b - jitter)},
+                             "manticore": {**point(m + jitter / 2), "alphas": [[0.5, 0.5]]}}
+                      for task, (a, b, m) in losses.items()}
+    return res
+
+
+def table1_verdicts(losses: dict, chance: float = 6.0) -> dict[str, str]:
+    res = with_tasks(results(UNIFORM_OPTIMUM, SEARCHED, ensemble=1.8), losses, chance)
+    return {e["id"]: e["verdict"] for e in specialist_claims(res) if e["id"].startswith("table1-")}
+
+
+def test_table1_is_judged_per_task_against_the_better_component_and_summed_up():
+    # As the paper: beats both on two tasks, between the components on the third.
+    v = table1_verdicts({"stories": (1.0, 1.5, 0.9), "instructions": (2.0, 1.2, 1.1), "mix": (1.5, 1.35, 1.4)})
+    assert v == {"table1-stories-beats-components": "reproduced", "table1-instructions-beats-components": "reproduced",
+                 "table1-mix-beats-components": "not reproduced", "table1-beats-components-on-most-tasks": "reproduced"}
+    v = table1_verdicts({task: (1.0, 1.5, 1.2) for task in TASKS})
+    assert v["table1-beats-components-on-most-tasks"] == "not reproduced"
+    # Manticore within the seeds' spread of the better component: the tasks decide nothing.
+    v = table1_verdicts({task: (1.0, 1.5, 1.0) for task in TASKS})
+    assert set(v.values()) == {"inconclusive"}
+
+
+def test_table1_at_chance_is_inconclusive():
+    v = table1_verdicts({task: (6.2, 6.5, 6.0) for task in TASKS}, chance=6.0)
+    assert set(v.values()) == {"inconclusive"}
 
 
 # MAD and LRA rows: one seed at the tables' budget, judged by whether the compared networks left chance.
@@ -143,7 +184,8 @@ def mad_results() -> dict:
     row = {"gpt_neo": {"best_loss": 2.0, "loss": 2.0}, "mamba": {"best_loss": 2.1, "loss": 2.1},
            "manticore": {"best_loss": 1.9, "loss": 1.9},
            "baselines": {"striped_mh_hyena_moe": {"loss": 2.2}, "mambaformer": {"loss": 1.8}},
-           "hybrids": {"manticore_3": {"search": {"loss": 1.85}, "discretized": {"loss": 1.9}}}}
+           "hybrids": {"manticore_3": {"search": {"loss": 1.85}, "discretized": {"loss": 1.9}}},
+           "programming": {"accuracy": 0.5, "scored_positions": 600, "steps": 80}}
     return {"components": list(COMPONENTS), "baselines": list(BASELINES),
             "hybrids": {"manticore_3": {"compare": "discretized", "retrain": ["discretized"],
                                         "components": ["striped_mh_hyena_moe", "gpt_neo", "mamba"]}},
@@ -171,3 +213,40 @@ def test_mad_rows_with_every_network_above_chance_still_need_three_seeds():
 def test_the_sizing_table_marks_runs_above_chance():
     table = mad_sizing(sizing({"mamba": 300}))
     assert "| mad_baseline/in-context-recall | 0.25 | 0.50* | 0.50* | 0.50 | 0.50* |" in table
+
+
+def budgets(best_alphas: list[float]) -> dict:
+    rows = [{"steps": 10 * k, "tokens": 1000 * k, "best_alpha": a} for k, a in enumerate(best_alphas)]
+    stable = next(r["tokens"] for k, r in enumerate(rows) if len({x["best_alpha"] for x in rows[k:]}) == 1)
+    return {"profile": "tiny", "components": ["gpt_neo", "mamba"], "budgets": rows,
+            "summary": {"stable_from_tokens": stable}}
+
+
+def test_figure4_names_what_the_cheapest_runs_show():
+    from papers.manticore.report import projector_budget_claim
+
+    corner = projector_budget_claim(budgets([0.0, 0.0, 0.0]))
+    assert corner["verdict"] == "needs paper scale" and "gpt_neo alone is the best point at every budget" in \
+        corner["evidence"]
+    assert "stable from 1,000 tokens" in projector_budget_claim(budgets([0.25, 0.5, 0.5]))["evidence"]
+
+
+def programmed_results(mad_searched: list[str]) -> dict:
+    return {"profile": "tiny", "mad_searched": mad_searched,
+            "summary": {"programmed_val_loss": 1.2, "components_alone": {"gpt_neo": 1.5, "mamba": 1.6},
+                        "frankenmerges": {"gpt_neo then mamba": 1.7, "mamba then gpt_neo": 1.8}}}
+
+
+def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_nothing():
+    def programmed(accuracies: dict[str, float]) -> dict:
+        mad = {"tasks": {f"mad_baseline/{t}": {"programming": {"accuracy": a, "scored_positions": 600, "steps": 80}}
+                         for t, a in accuracies.items()}}
+        sized = {"config": {"alpha": 0.01}, "tasks": {f"mad_baseline/{t}": {"chance": 0.14} for t in accuracies}}
+        return programmed_claim(programmed_results(list(mad["tasks"])), mad, sized)
+
+    entry = programmed({"in-context-recall": 0.9, "selective-copying": 0.15})
+    assert entry["verdict"] == "inconclusive"
+    assert "at chance on 1 of 2 tasks at 80 steps (selective-copying)" in entry["why"]
+    assert entry["arms"]["programmed"]["values"] == [1.2] and entry["arms"]["better frankenmerge"]["values"] == [1.7]
+    learned = programmed({"in-context-recall": 0.9, "selective-copying": 0.5})
+    assert learned["verdict"] == "inconclusive" and learned["why"].startswith("the MAD searches learned every task")

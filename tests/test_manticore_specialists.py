@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import datasets
 import pytest
 import torch
@@ -77,3 +79,49 @@ def test_genre_documents_hold_out_the_same_documents_for_every_seed(smoke_data):
     assert docs[0]["validation_stories"] == docs[1]["validation_stories"]
     assert docs[0]["validation_instructions"] == docs[1]["validation_instructions"]
     assert docs[0]["train"] != docs[1]["train"], "each seed draws and orders its own mix"
+
+
+def test_table1_tasks_read_one_genre_each_and_leave_the_mix_as_it_was(smoke_data):
+    cfg = SpecialistsConfig(n_train=16, n_projector=20, n_validation=10, fraction_instructions=0.5)
+    docs = genre_documents(cfg, 1, smoke_data["stories"], single_genre=True)
+    plain = genre_documents(cfg, 1, smoke_data["stories"])
+    assert docs["train"] == plain["train"], "the tasks do not move the mix the other experiments read"
+    stories = set(datasets.load_from_disk(str(smoke_data["stories"]))["validation"]["text"])
+    held_out = set(docs["validation_stories"]) | set(docs["validation_instructions"])
+    assert len(docs["train_stories"]) == len(docs["train_instructions"]) == 16
+    assert set(docs["train_stories"]) <= stories and not set(docs["train_instructions"]) & stories
+    assert all("### Instruction:" in doc for doc in docs["train_instructions"])
+    for genre in ("stories", "instructions"):
+        assert len(set(docs[f"train_{genre}"])) == 16 and not set(docs[f"train_{genre}"]) & held_out
+        assert not set(docs[f"train_{genre}"]) & set(docs["projector"])
+    assert set(d for d in docs["train"] if d in stories) <= set(docs["train_stories"])
+
+
+def test_the_stage_fine_tunes_each_component_and_the_hybrid_on_every_table1_task(smoke_data, tmp_path, one_thread):
+    from papers.manticore import specialists
+
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+    params["profile"] = "smoke"
+    params["specialists"]["smoke"].update(seeds=[0], workers=1, pairs={"specialists": {
+        "components": ["gpt_neo", "mamba_instructions"], "methods": ["darts"], "updates": ["simultaneous"],
+        "ensemble": False, "tasks": True}})
+    params = write_params(tmp_path / "params.yaml", params)
+    instruction_text.main(["--params", str(params), "--tokenizer", str(smoke_data["tokenizer"]),
+                           "--out", str(tmp_path / "instructions"), "--summary", str(tmp_path / "it.json")])
+    components.main(["--params", str(params), "--data", str(smoke_data["tokenized"] / "packed"),
+                     "--instructions", str(tmp_path / "instructions"), "--tokenizer", str(smoke_data["tokenizer"]),
+                     "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "components"),
+                     "--metrics", str(tmp_path / "components.json")])
+    specialists.main(["--params", str(params), "--components", str(tmp_path / "components"),
+                      "--stories", str(smoke_data["stories"]), "--run-dir", str(tmp_path / "sp"),
+                      "--out", str(tmp_path / "sp.json")])
+    (run,) = json.loads((tmp_path / "sp.json").read_text())["runs"]
+    assert set(run["tasks"]) == {"stories", "instructions", "mix"}
+    for row in run["tasks"].values():
+        assert set(row["alone"]) == {"gpt_neo", "mamba_instructions"}
+        assert sum(row["manticore"]["alphas"][0]) == pytest.approx(1.0)
+        assert set(row["manticore"]["loss"]) == {"stories", "instructions", "mix"}
+    assert run["tasks"]["mix"]["manticore"] == run["searched"]["darts_simultaneous"], "the mix reuses the search"
+    pair_dir = tmp_path / "sp/specialists/seed0"
+    assert (pair_dir / "search_stories_darts_simultaneous").is_dir()
+    assert not (pair_dir / "search_mix_darts_simultaneous").exists()

@@ -1,8 +1,9 @@
 """Result tables generated into a paper's README from its results JSON.
 
 Each table sits between `<!-- table:NAME -->` and `<!-- /table -->`; text outside the markers is
-hand-written and kept. `NAME` is both the results file (`results/NAME.json`) and the key of the
-function that renders it. Verdicts are computed by those functions from the numbers, never typed.
+hand-written and kept. `NAME` is the key of the function that renders it and, unless the key maps
+to a (results name, function) pair, also its results file (`results/NAME.json`). Verdicts are
+computed by those functions from the numbers, never typed.
 """
 
 from __future__ import annotations
@@ -18,17 +19,21 @@ from common.eval.ledger import headline_metrics
 from common.io import atomic_file, write_json
 from common.stages import StageCLI
 
+# A table renderer, or (results file name, renderer) for a table read from another table's file.
+Table = Callable[[dict], str] | tuple[str, Callable[[dict], str]]
 
-def render(readme: str, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> str:
+
+def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> str:
     for name, make in tables.items():
-        path = results_dir / f"{name}.json"
+        source, make = make if isinstance(make, tuple) else (name, make)
+        path = results_dir / f"{source}.json"
         if not path.is_file():
             raise DataError(f"{path}: missing; {rerun_hint}")
         data = json.loads(path.read_text())
         pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:(?!<!-- /table -->).)*(<!-- /table -->)", re.S)
         if not pattern.search(readme):
             raise DataError(f"README: no <!-- table:{name} --> ... <!-- /table --> block")
-        body = f"_Profile `{data['profile']}`; generated from `results/{name}.json`._\n\n{make(data)}\n"
+        body = f"_Profile `{data['profile']}`; generated from `results/{source}.json`._\n\n{make(data)}\n"
         readme = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), readme)
     return readme
 
@@ -42,13 +47,13 @@ def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
-def update_readme(readme: Path, results_dir: Path, tables: dict[str, Callable[[dict], str]], rerun_hint: str) -> None:
+def update_readme(readme: Path, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> None:
     text = render(readme.read_text(), results_dir, tables, rerun_hint)
     with atomic_file(readme, "w") as handle:
         handle.write(text)
 
 
-def report_main(paper: str, tables: dict[str, Callable[[dict], str]], argv: list[str] | None = None) -> None:
+def report_main(paper: str, tables: dict[str, Table], argv: list[str] | None = None) -> None:
     """The `report` stage of `papers/<paper>`: regenerate its README's tables in place."""
 
     @exit_on_user_error
@@ -74,7 +79,7 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
 
 
 def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: Callable[[dict[str, dict]], list[dict]],
-                       tables: dict[str, Callable[[dict], str]], argv: list[str] | None = None) -> None:
+                       tables: dict[str, Table], argv: list[str] | None = None) -> None:
     """The `report` stage of a paper with a claims ledger: `claims.json` from `build_ledger` over the
     results, its headline numbers as `metrics.json` (`dvc metrics`), then the README's tables."""
     rerun_hint = f"run `dvc repro papers/{paper}/dvc.yaml` first"

@@ -604,11 +604,74 @@ def specialist_claims(res: dict) -> list[dict]:
             "(mean held-out loss)", paper_value={"DARTS": 1.2854, "DASH": 2.5899},
             arms={"DARTS": best_darts, "DASH": best_dash}, difference=diff, control=control, verdict=verdict,
             why=why, **common))
+    entries += table1_claims(res, common)
     if (why := unflattened_projectors(main)) is not None:
         for entry in entries:
             if entry["verdict"] != "inconclusive":
                 entry["why"] = f"{why}; the rules alone would say {entry['verdict']}: {entry['why']}"
                 entry["verdict"] = "inconclusive"
+    return entries
+
+
+TABLE1_TASKS = {"stories": "stories (the genre of the first component)",
+                "instructions": "instructions (the genre of the second component)",
+                "mix": "the even mix of both genres"}
+
+
+def task_arms(runs: list[dict], task: str) -> tuple[dict[str, list[float]], str]:
+    """Per seed, each component alone and Manticore fine-tuned on `task`, scored on that task's held-out
+    documents; and the better component by mean."""
+    arms = {name: [r["tasks"][task]["alone"][name]["loss"][task] for r in runs] for name in runs[0]["components"]}
+    better = min(arms, key=lambda name: statistics.fmean(arms[name]))
+    return {**arms, "manticore": [r["tasks"][task]["manticore"]["loss"][task] for r in runs]}, better
+
+
+def table1_claims(res: dict, common: dict) -> list[dict]:
+    """Table 1's stand-in: per task, Manticore against the better of its components alone (paired by
+    seed), and the summary "beats both on most tasks" (the paper: 2 of 3)."""
+    main = _runs(res, "specialists")
+    if not all("tasks" in r for r in main):
+        return []
+    entries, verdicts, compared = [], {}, {}
+    for task, described in TABLE1_TASKS.items():
+        arms, better = task_arms(main, task)
+        compared.update({f"{task}: {better} alone": arms[better], f"{task}: manticore": arms["manticore"]})
+        diff = [c - m for c, m in zip(arms[better], arms["manticore"])]
+        chance = main[0]["chance"][task]
+        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned(list(arms.values()), chance))
+        task_runs = [r["tasks"][task] for r in main]
+        compared_runs = [t["alone"][better] for t in task_runs] + [t["manticore"] for t in task_runs]
+        verdict, why = _settled(verdict, why, compared_runs, statistics.fmean(diff))
+        controls = []
+        for pair, label in (("swapped", "genres swapped"), ("same_architecture", "same architecture")):
+            runs = _runs(res, pair)
+            if runs and all("tasks" in r for r in runs):
+                c_arms, c_better = task_arms(runs, task)
+                gain = spread([c - m for c, m in zip(c_arms[c_better], c_arms["manticore"])])
+                controls.append(f"{label} ({' + '.join(runs[0]['components'])}): better component - Manticore "
+                                f"{gain['mean']:.3f} ± {gain['std']:.3f}")
+        verdicts[task] = verdict
+        entries.append(claim_entry(
+            id=f"table1-{task}-beats-components", claim=f"Fine-tuned on {described}, Manticore (DARTS search, "
+            "rewind, retrain) beats both of its components fine-tuned alone", where="Section 4.1, Table 1",
+            metric=f"held-out loss on the task, better component alone ({better}, by mean) - Manticore"
+                   f"[{', '.join(main[0]['components'])}]",
+            paper_value={task: dict(zip(("Pythia-410M", "Mamba-370M", "Manticore"), p))
+                         for task, p in PAPER_TABLE1.items()},
+            arms=arms, difference=diff, control="; ".join(controls) or None, verdict=verdict, why=why,
+            **{**common, "chance": chance}))
+    beat = ("reproduced", "direction reproduced")
+    wins = [t for t, v in verdicts.items() if v in beat]
+    losses = [t for t, v in verdicts.items() if v == "not reproduced"]
+    listed = "; ".join(f"{t}: {v}" for t, v in verdicts.items())
+    verdict = "reproduced" if len(wins) >= 2 else "not reproduced" if len(verdicts) - len(losses) < 2 else \
+        "inconclusive"
+    entries.append(claim_entry(
+        id="table1-beats-components-on-most-tasks", claim="Manticore outperforms its component models on most "
+        "language fine-tuning tasks (the paper: on Alpaca and ELI5, between them on PTB)", where="Section 4.1, Table 1",
+        metric="tasks on which Manticore beats the better component alone (the rows table1-<task>-beats-components)",
+        paper_value="2 of 3 tasks", arms=compared, control=entries[0]["control"], verdict=verdict,
+        why=f"{len(wins)} of {len(verdicts)} tasks beat both ({listed})", **common))
     return entries
 
 
@@ -815,10 +878,69 @@ def lra_claims(lra: dict, sizing: dict) -> list[dict]:
     return entries
 
 
+def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
+    """Figure 2 (right): alphas programmed from MAD searches. The programmed alphas are the mean of the
+    MAD searches' alphas, so they say something only where those searches learned their tasks
+    (accuracy above chance, exact binomial test); the comparison itself is one seed on components
+    pretrained on the same stories, so at best a reading."""
+    summary = res["summary"]
+    searches = {t.split("/")[1]: mad["tasks"][t]["programming"] for t in res["mad_searched"]}
+    learned = {t: run_above_chance(r["accuracy"], r["scored_positions"], sizing["tasks"][f"mad_baseline/{t}"]["chance"],
+                                   sizing["config"]["alpha"]) for t, r in searches.items()}
+    searched = "; ".join(f"{t} {r['accuracy']:.3f} (chance {sizing['tasks'][f'mad_baseline/{t}']['chance']:.3f}, "
+                         f"{'above' if learned[t] else 'at'})" for t, r in searches.items())
+    at_chance = [t for t, ok in learned.items() if not ok]
+    steps = {r["steps"] for r in searches.values()}
+    why = (f"the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
+           f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)}), so their mean alphas are not yet "
+           "MAD's answer; " if at_chance else "the MAD searches learned every task, but ")
+    why += ("the landscape is one seed on components pretrained on the same stories, where no hybrid optimum can "
+            "form; deciding it needs the MAD searches run to above chance (see mad_sizing) and the two-block "
+            "landscape on the specialist pair over seeds")
+    return claim_entry(
+        id="fig2-right-mad-programmed-hybrid", paper=PAPER, profile=res["profile"],
+        claim="Alphas programmed by averaging the mixture weights searched on the MAD tasks give a two-block hybrid "
+              "that outperforms its components and substantially outperforms the naive frankenmerges",
+        where="Section 4.4, Figure 2 (right), Appendix J",
+        metric="held-out loss on the completions after fine-tuning: programmed hybrid, components alone, frankenmerges",
+        paper_value="beats both components and both frankenmerges (a figure, no numbers)",
+        arms={"programmed": [summary["programmed_val_loss"]],
+              "better component alone": [min(summary["components_alone"].values())],
+              "better frankenmerge": [min(summary["frankenmerges"].values())]},
+        control=f"the frankenmerges ({', '.join(summary['frankenmerges'])}); MAD programming searches' accuracy: "
+                f"{searched}", verdict="inconclusive", why=why)
+
+
+def projector_budget_claim(res: dict) -> dict:
+    """Figure 4: where the sweep's optimum stops moving as projector pretraining grows. The stage runs
+    one seed on the same-story pair; three seeds on the specialist pair are past this profile's
+    budget, so the row says what the cheapest runs show."""
+    reading = ", ".join(f"{r['best_alpha']:.2f} at {r['tokens']:,} tokens" for r in res["budgets"])
+    best = {r["best_alpha"] for r in res["budgets"]}
+    if len(best) == 1 and best <= {0.0, 1.0}:
+        shows = f"{res['components'][int(best.pop())]} alone is the best point at every budget: no hybrid optimum forms"
+    else:
+        shows = f"the best alpha is stable from {res['summary']['stable_from_tokens']:,} tokens"
+    return claim_entry(
+        id="fig4-optimum-stabilises", paper=PAPER, profile=res["profile"], trained=False, verdict="needs paper scale",
+        claim="The sweep's optimum stops moving as projector pretraining grows (at about 70M of 100M tokens)",
+        where="Section 4.1, Figure 4", metric="best alpha of the fixed-alpha sweep, by projector-pretraining tokens",
+        paper_value="stable from about 70M of 100M FineWeb tokens",
+        why="an optimum to track needs a pair whose landscape has one: the specialist pair's five-budget sweep "
+            "(0 to 1,600 projector steps, five alphas each) costs about 12 CPU-minutes per seed, and three seeds are "
+            "past this profile's budget (the Manticore pipeline already runs about twice its 35 minutes)",
+        evidence=f"the stage, one seed on components pretrained on the same stories "
+                 f"(Manticore[{', '.join(res['components'])}]): best alpha {reading}; {shows}; the specialist pair's "
+                 "landscape by budget, one seed, is the README's sizing table (`python -m sizing.manticore_specialists "
+                 "budgets`)")
+
+
 def build_ledger(results: dict[str, dict]) -> list[dict]:
     entries = specialist_claims(results["specialists"])
     entries += mad_claims(results["mad_experiments"], results["mad_sizing"])
     entries += lra_claims(results["lra_experiments"], results["lra_sizing"])
+    entries.append(programmed_claim(results["programmed"], results["mad_experiments"], results["mad_sizing"]))
+    entries.append(projector_budget_claim(results["projector_budget"]))
     check_ledger(entries)
     return entries
 
@@ -861,8 +983,31 @@ def specialists(res: dict) -> str:
     return "\n".join(lines).rstrip()
 
 
-TABLES = {"claims": claims_table, "specialists": specialists, "components": components,
-          "general_text": general_text, "nl_experiments": nl_experiments,
+def specialist_tasks(res: dict) -> str:
+    """Table 1's stand-in: per pair and task, the held-out loss on the task of each component alone and
+    of Manticore, mean ± sd over seeds."""
+    lines = []
+    for pair in dict.fromkeys(r["pair"] for r in res["runs"]):
+        runs = _runs(res, pair)
+        if not all("tasks" in r for r in runs):
+            continue
+        a, b = runs[0]["components"]
+        lines += [f"**{pair}** (seeds {[r['seed'] for r in runs]}):", "",
+                  f"| task | {a} alone | {b} alone | Manticore[{a}, {b}] | searched alpha of {b} | "
+                  "better component - Manticore |", "|---|---|---|---|---|---|"]
+        for task in TABLE1_TASKS:
+            arms, better = task_arms(runs, task)
+            gain = [c - m for c, m in zip(arms[better], arms["manticore"])]
+            alpha = _cell([r["tasks"][task]["manticore"]["alphas"][0][1] for r in runs])
+            lines.append(f"| {task} | {_cell(arms[a])} | {_cell(arms[b])} | {_cell(arms['manticore'])} | {alpha} | "
+                         f"{_cell(gain)} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() or "No pair ran the tasks."
+
+
+# A table's name is its results file's, or (results file, table) where one file feeds two tables.
+TABLES = {"claims": claims_table, "specialists": specialists, "specialist_tasks": ("specialists", specialist_tasks),
+          "components": components, "general_text": general_text, "nl_experiments": nl_experiments,
           "mad_experiments": mad_experiments, "mad_sizing": mad_sizing, "programmed": programmed,
           "projector_budget": projector_budget,
           "lra_experiments": lra_experiments, "lra_sizing": lra_sizing, "finetune_tasks": finetune_tasks}

@@ -23,6 +23,11 @@ For each pair and seed (jobs in parallel worker processes):
    `nl_experiments`), and the learned output ensemble, all fine-tuned on the mix for `train_steps`.
 4. With `alone`: each component alone fine-tuned on the mix for the hybrid's compute, `train_steps`
    times (parameters of the hybrid / of the component), a control for "the hybrid had more compute".
+5. With `tasks`: the stand-in for Table 1, three fine-tuning tasks (each genre alone, then the mix):
+   each component alone (its own embedding and head) and Manticore (DARTS, simultaneous updates as
+   the paper's appendix E.1, searched, rewound and retrained) fine-tuned on the task for
+   `train_steps`, from the same pretrained projectors. On the mix, Manticore is step 3's
+   `darts_simultaneous` run when the pair searched it.
 
 Every trained model is scored on each genre's held-out documents; `mix` is the mean of the genre
 losses (the fine-tuning mix is even at `tiny`). Writes `results/specialists.json`; the report
@@ -65,6 +70,8 @@ from papers.manticore.vocabulary import components_for_hybrid
 
 log = logging.getLogger("specialists")
 GENRES = ("stories", "instructions")
+TASKS = (*GENRES, "mix")  # Table 1's stand-in: fine-tuning on each genre alone, then on the mix
+TASK_SEARCH = ("darts", "simultaneous")  # how Table 1 searches (appendix E.1)
 # Generator ids of the instructions read here: apart from each other and from `instruction_text`'s.
 FINE_TUNING_IDS, PROJECTOR_IDS = 0, 500_000
 
@@ -76,6 +83,7 @@ class PairSpec:
     updates: list[str] = field(default_factory=lambda: ["alternating", "simultaneous"])
     ensemble: bool = True
     alone: bool = False  # each component alone at the hybrid's compute
+    tasks: bool = False  # Table 1's stand-in: each genre alone and the mix as fine-tuning tasks
 
 
 @dataclass
@@ -139,20 +147,27 @@ def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset()) -
         batch *= 2
 
 
-def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path) -> dict[str, list[str]]:
-    """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre."""
+def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
+                    single_genre: bool = False) -> dict[str, list[str]]:
+    """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre;
+    with `single_genre`, also `n_train` documents of each genre alone (`train_<genre>`)."""
     n_instr = round(cfg.n_train * cfg.fraction_instructions)
     story_split = datasets.load_from_disk(str(stories))
     held_out = list(dict.fromkeys(story_split["validation"]["text"]))
-    need = cfg.n_validation + cfg.n_train - n_instr
+    need = cfg.n_validation + (cfg.n_train if single_genre else cfg.n_train - n_instr)
     if len(held_out) < need:
         raise DataError(f"n_validation + the stories of n_train = {need}, but the story corpus holds "
                         f"{len(held_out)} distinct validation stories")
-    instructions = distinct_instructions(cfg.n_validation + n_instr, FINE_TUNING_IDS)
+    instructions = distinct_instructions(cfg.n_validation + (cfg.n_train if single_genre else n_instr), FINE_TUNING_IDS)
+    story_pool = held_out[cfg.n_validation:need]
+    instruction_pool = instructions[cfg.n_validation:]
     docs = {"validation_stories": held_out[:cfg.n_validation],
             "validation_instructions": instructions[:cfg.n_validation],
-            "train": mix_genres(held_out[cfg.n_validation:need], instructions[cfg.n_validation:],
+            "train": mix_genres(story_pool[:cfg.n_train - n_instr], instruction_pool[:n_instr],
                                 cfg.fraction_instructions, cfg.n_train, seed)}
+    if single_genre:
+        docs["train_stories"] = mix_genres(story_pool, [], 0.0, cfg.n_train, seed)
+        docs["train_instructions"] = mix_genres([], instruction_pool, 1.0, cfg.n_train, seed)
     n_proj_instr = round(cfg.n_projector * cfg.fraction_instructions)
     docs["projector"] = mix_genres(list(story_split["train"]["text"][:cfg.n_projector - n_proj_instr]),
                                    distinct_instructions(n_proj_instr, PROJECTOR_IDS, exclude=set(instructions)),
@@ -160,14 +175,18 @@ def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path) -> dict[st
     return docs
 
 
-def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path, out: Path) -> dict[str, Path]:
+def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path, out: Path,
+                     single_genre: bool = False) -> dict[str, Path]:
     """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
-    documents) and `projector` (train: the projector mix, validation: the same held-out documents)."""
-    docs = genre_documents(cfg, seed, stories)
+    documents) and `projector` (train: the projector mix, validation: the same held-out documents);
+    with `single_genre`, `finetune_<genre>` (train: that genre alone, the same validation)."""
+    docs = genre_documents(cfg, seed, stories, single_genre)
     # Interleaved, so that the validation batches a run reads (`limit_val_batches`) hold both genres.
     validation = [doc for pair in zip(docs["validation_stories"], docs["validation_instructions"]) for doc in pair]
+    sets = {"finetune": docs["train"], "projector": docs["projector"],
+            **{f"finetune_{g}": docs[f"train_{g}"] for g in GENRES if f"train_{g}" in docs}}
     paths = {}
-    for name, train in (("finetune", docs["train"]), ("projector", docs["projector"])):
+    for name, train in sets.items():
         splits = {"train": train, "validation": validation,
                   **{f"validation_{g}": docs[f"validation_{g}"] for g in GENRES}}
         with atomic_dir(out / name) as tmp:
@@ -210,29 +229,34 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
     components, tokenizer = components_for_hybrid(components_dir, pair.components)
     vocab_size = len(tokenizer)
     run_dir = run_root / pair_name / f"seed{seed}"
-    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data")
+    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data", single_genre=pair.tasks)
     runner = Runner(cfg.tuning(pair, seed), components, vocab_size, run_dir)
     start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps)
 
     def scored(run) -> dict:
         return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run)}
 
+    def searched_and_retrained(name: str, method: str, update: str, task_data: Path) -> dict:
+        search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
+
+        def search_module() -> ManticoreSearchModule:
+            return ManticoreSearchModule(runner.hybrid(METHODS[method], start), vocab_size, cfg.optim, search)
+
+        run = runner.fit(f"search_{name}", search_module, task_data, cfg.search_steps, manual=True)
+        alphas = run.module.net.mixture_weights(sample=False).detach()
+        return {"alphas": alphas.tolist(), "trajectory": alpha_trajectory(run.history, cfg.n_blocks, 2),
+                **scored(runner.fixed_run(f"retrain_{name}", alphas, start, task_data))}
+
+    def alone(name: str, component, task_data: Path, steps: int) -> dict:
+        def module() -> CausalLMModule:
+            return CausalLMModule(copy.deepcopy(component), vocab_size, cfg.optim)
+
+        return scored(runner.fit(name, module, task_data, steps))
+
     sweep = [{"alphas": alphas.tolist(), **scored(runner.fixed_run(f"sweep_{k}", alphas, start, data["finetune"]))}
              for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points))]
-    searched = {}
-    for method in pair.methods:
-        for update in pair.updates:
-            label = f"{method}_{update}"
-            search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
-
-            def search_module(mode: str = METHODS[method], search: SearchConfig = search) -> ManticoreSearchModule:
-                return ManticoreSearchModule(runner.hybrid(mode, start), vocab_size, cfg.optim, search)
-
-            run = runner.fit(f"search_{label}", search_module, data["finetune"], cfg.search_steps, manual=True)
-            alphas = run.module.net.mixture_weights(sample=False).detach()
-            searched[label] = {"alphas": alphas.tolist(),
-                               "trajectory": alpha_trajectory(run.history, cfg.n_blocks, 2),
-                               **scored(runner.fixed_run(f"retrain_{label}", alphas, start, data["finetune"]))}
+    searched = {f"{method}_{update}": searched_and_retrained(f"{method}_{update}", method, update, data["finetune"])
+                for method in pair.methods for update in pair.updates}
     result = {"pair": pair_name, "seed": seed, "components": pair.components,
               "chance": genre_chance(data["finetune"], vocab_size),
               "projector_pretraining": [[r["step"], r["val/loss"]] for r in projector_history],
@@ -246,12 +270,18 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
         result["alone_at_hybrid_compute"] = {}
         for name, component in zip(pair.components, components):
             steps = round(cfg.train_steps * hybrid_params / sum(p.numel() for p in component.parameters()))
-
-            def alone(component=component) -> CausalLMModule:
-                return CausalLMModule(copy.deepcopy(component), vocab_size, cfg.optim)
-
-            result["alone_at_hybrid_compute"][name] = {"steps": steps, **scored(runner.fit(f"alone_{name}", alone,
-                                                                                           data["finetune"], steps))}
+            result["alone_at_hybrid_compute"][name] = {"steps": steps, **alone(f"alone_{name}", component,
+                                                                               data["finetune"], steps)}
+    if pair.tasks:
+        result["tasks"] = {}
+        label = "_".join(TASK_SEARCH)
+        for task in TASKS:
+            task_data = data["finetune" if task == "mix" else f"finetune_{task}"]
+            row = {"alone": {name: alone(f"{task}_alone_{name}", component, task_data, cfg.train_steps)
+                             for name, component in zip(pair.components, components)}}
+            row["manticore"] = searched[label] if task == "mix" and label in searched else \
+                searched_and_retrained(f"{task}_{label}", *TASK_SEARCH, task_data)
+            result["tasks"][task] = row
     log.info("%s seed %d: sweep %s", pair_name, seed, [round(point["loss"]["mix"], 4) for point in sweep])
     return result
 
