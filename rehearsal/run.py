@@ -1,20 +1,28 @@
 """Rehearse the `paper` profile on CPU: every stage, at the paper's shapes, on local stand-ins.
 
     python -m rehearsal.run [--pipelines root masked_mixers ...] [--work DIR] [--out FILE]
+    python -m rehearsal.run --pipelines manticore --stages programmed report --keep-outputs
 
 What it does, in order:
 
 1. Copies the working tree (tracked files and untracked ones git does not ignore) into a
-   throwaway directory, so the committed results and locks are never touched.
+   throwaway directory, so the committed results and locks are never touched. With
+   `--keep-outputs` the directory is kept and only the files no stage writes are copied again, so
+   a later rehearsal of some stages (`--stages`) reads what earlier ones left there.
 2. Rewrites every params file there with `rehearsal.profile.rehearsal_params`: `profile: paper`,
    the paper's shapes, run lengths cut to a step; with `--batch-rows N`, batches of N rows.
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
 4. Runs each stage of each chosen pipeline with `dvc repro --single-item`, in the order of its
    `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins; the root pipeline always runs
-   first, since every paper reads its data, and its failure stops the rehearsal. It times each
+   first, since every paper reads its data, and its failure stops the rehearsal. `--stages` runs
+   only the stages named, in that order within each pipeline. It times each
    stage and samples the peak memory (proportional set size) of its whole process tree.
-5. Writes a JSON record (stage, seconds, peak memory, exit status, the log's tail on failure) and
-   exits 1 if any stage failed. A failed stage stops its pipeline; the other pipelines go on.
+5. Writes a JSON record per stage (stage, date, batch rows, precision, seconds, peak memory, exit
+   status, the log's tail on failure) into `--out`, replacing the records of the stages it ran and
+   keeping the others, so that rehearsals of some pipelines add up; exits 1 if any stage failed. A
+   failed stage stops its pipeline; the other pipelines go on.
+6. Regenerates the readiness tables of the rehearsed pipelines' READMEs from the records
+   (`rehearsal.readiness`); `--no-readiness` skips it.
 """
 
 from __future__ import annotations
@@ -29,12 +37,13 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import date
 from pathlib import Path
 
 import psutil
 import yaml
 
-from rehearsal import standins
+from rehearsal import readiness, standins
 from rehearsal.profile import rehearsal_params
 
 log = logging.getLogger(__name__)
@@ -46,26 +55,43 @@ PARAMS_FILES = ("params.yaml", "papers/masked_mixers/params.yaml", "papers/manti
                 "papers/blackmamba/params.yaml")
 
 
-def copy_tree(src: Path, dst: Path) -> None:
-    """The files git would hand a fresh clone, plus untracked files it does not ignore."""
+def copy_tree(src: Path, dst: Path, skip: set[Path] = frozenset()) -> None:
+    """The files git would hand a fresh clone, plus untracked files it does not ignore; none under `skip`."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=src, check=True, capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
+        if any(Path(name) == out or out in Path(name).parents for out in skip):
+            continue
         if (src / name).is_file():
             (dst / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / name, dst / name)
 
 
-def prepare(work: Path, batch_rows: int | None, precision: str | None) -> None:
-    if work.exists():
+def stage_outputs(work: Path) -> set[Path]:
+    """Every path a stage of any pipeline writes (its outs, metrics and plots), relative to `work`."""
+    written = set()
+    for dvc_file in PIPELINES.values():
+        for stage in yaml.safe_load((work / dvc_file).read_text())["stages"].values():
+            base = (work / dvc_file).parent / stage.get("wdir", ".")
+            for key in ("outs", "metrics", "plots"):
+                for out in stage.get(key, []):
+                    path = next(iter(out)) if isinstance(out, dict) else out
+                    written.add((base / path).resolve().relative_to(work.resolve()))
+    return written
+
+
+def prepare(work: Path, batch_rows: int | None, precision: str | None, keep_outputs: bool = False) -> None:
+    if work.exists() and not keep_outputs:
         shutil.rmtree(work)
-    work.mkdir(parents=True)
-    copy_tree(ROOT, work)
-    # Its own repository: inside this one, under an ignored path, DVC would refuse every dvc.yaml.
-    subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
+    fresh = not work.exists()
+    work.mkdir(parents=True, exist_ok=True)
+    copy_tree(ROOT, work, skip=set() if fresh else stage_outputs(ROOT))
+    if fresh:
+        # Its own repository: inside this one, under an ignored path, DVC would refuse every dvc.yaml.
+        subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
     for name in PARAMS_FILES:
         path = work / name
-        params = rehearsal_params(yaml.safe_load(path.read_text()), batch_rows, precision)
+        params = rehearsal_params(yaml.safe_load((ROOT / name).read_text()), batch_rows, precision)
         path.write_text(yaml.safe_dump(params, sort_keys=False))
     for lock in work.glob("**/dvc.lock"):
         lock.unlink()  # every stage runs, whatever the committed locks say
@@ -118,9 +144,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="cut every batch size to this many rows (default: the paper's batches)")
     parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default=None,
                         help="every trainer's precision (default: the paper's, bf16-mixed almost everywhere)")
-    parser.add_argument("--out", type=Path, default=ROOT / "data/rehearsal/rehearsal.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "data/rehearsal/rehearsal.json",
+                        help="the records; those of stages not rehearsed now are kept")
+    parser.add_argument("--stages", nargs="+", metavar="STAGE",
+                        help="only these stages of the chosen pipelines (default: all)")
+    parser.add_argument("--keep-outputs", action="store_true",
+                        help="keep what earlier rehearsals wrote in the work copy, for --stages that read it")
+    parser.add_argument("--no-readiness", action="store_true", help="leave the READMEs' readiness tables alone")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+
+    if args.batch_rows is not None and args.batch_rows < 1:
+        parser.error(f"--batch-rows must be at least 1, got {args.batch_rows}")
+    if args.stages:
+        known = {stage for pipeline in args.pipelines for stage in stage_names(ROOT / PIPELINES[pipeline])}
+        unknown = [s for s in args.stages if s not in known | set(stage_names(ROOT / PIPELINES["root"]))]
+        if unknown:
+            parser.error(f"--stages: {unknown[0]} is not a stage of {', '.join(args.pipelines)}; "
+                         f"they have: {', '.join(sorted(known))}")
 
     # Rewritten whenever the code that writes them changed; the marker is written last.
     marker, version = args.standins / "written_by", hashlib.sha256(Path(standins.__file__).read_bytes()).hexdigest()
@@ -129,31 +170,39 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.standins, ignore_errors=True)
         standins.write_standins(args.standins)
         marker.write_text(version)
-    if args.batch_rows is not None and args.batch_rows < 1:
-        parser.error(f"--batch-rows must be at least 1, got {args.batch_rows}")
-    prepare(args.work, args.batch_rows, args.precision)
+    prepare(args.work, args.batch_rows, args.precision, args.keep_outputs)
     logs = args.work / "rehearsal_logs"
-    logs.mkdir()
+    logs.mkdir(exist_ok=True)
     env = {**os.environ, "HYBRID_STANDINS": str(args.standins.resolve()), "PYTHONHASHSEED": "0",
            "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
+    kept = json.loads(args.out.read_text()) if args.out.is_file() else []
     records = []
+
+    def save() -> None:
+        ran = {r["stage"] for r in records}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps([r for r in kept if r["stage"] not in ran] + records, indent=1) + "\n")
+
     pipelines = ["root", *[p for p in args.pipelines if p != "root"]]
     for pipeline in pipelines:
         dvc_file = PIPELINES[pipeline]
         for stage in stage_names(args.work / dvc_file):
+            if args.stages and stage not in args.stages:
+                continue
             target = stage if pipeline == "root" else f"{dvc_file}:{stage}"
             record = run_stage(args.work, target, env, logs)
-            records.append({"pipeline": pipeline, "batch_rows": args.batch_rows, "precision": args.precision,
-                            **record})
+            records.append({"pipeline": pipeline, "date": date.today().isoformat(), "batch_rows": args.batch_rows,
+                            "precision": args.precision, **record})
             log.info("%s: %s s, peak %s MiB%s", target, record["seconds"], record["peak_pss_mib"],
                      "" if record["rc"] == 0 else f", FAILED (rc {record['rc']})")
+            save()
             if record["rc"] != 0:
                 break
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(records, indent=1) + "\n")
-        if pipeline == "root" and records[-1]["rc"] != 0:
+        if pipeline == "root" and records and records[-1]["rc"] != 0:
             break  # every paper reads the root pipeline's data
+    if not args.no_readiness:
+        readiness.main(["--pipelines", *pipelines, "--records", str(args.out)])
     failed = [r["stage"] for r in records if r["rc"] != 0]
     log.info("rehearsal: %d stages, %d failed%s", len(records), len(failed), f": {', '.join(failed)}" if failed else "")
     return 1 if failed else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -182,12 +183,13 @@ def test_the_rehearsal_corpus_holds_what_the_specialists_draw_from_it():
 @pytest.mark.slow
 def test_root_pipeline_rehearses_at_paper_shapes(tmp_path):
     out = tmp_path / "rehearsal.json"
-    result = subprocess.run([sys.executable, "-m", "rehearsal.run", "--pipelines", "root", "--work",
-                             str(tmp_path / "work"), "--standins", str(tmp_path / "standins"), "--out", str(out)],
-                            cwd=ROOT, capture_output=True, text=True)
+    command = [sys.executable, "-m", "rehearsal.run", "--pipelines", "root", "--work", str(tmp_path / "work"),
+               "--standins", str(tmp_path / "standins"), "--out", str(out), "--no-readiness"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     records = json.loads(out.read_text())
-    assert [r["stage"] for r in records] == list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    stages = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+    assert [r["stage"] for r in records] == stages
     assert all(r["rc"] == 0 for r in records)
     # at the paper's shapes: its tokenizer's full vocabulary (from params) and the model's window
     baseline = json.loads((tmp_path / "work/results/lm_baseline.json").read_text())
@@ -196,3 +198,28 @@ def test_root_pipeline_rehearses_at_paper_shapes(tmp_path):
     assert baseline["profile"] == "paper"
     assert baseline["vocab_size"] == paper["tokenizer"]["vocab_size"]
     assert baseline["n_ctx"] == paper["tokenize"]["packed_n_ctx"]
+
+    # One stage again, on the stories and tokenizer the first rehearsal left: only its record is replaced.
+    result = subprocess.run([*command, "--stages", "tokenize", "--keep-outputs"], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = json.loads(out.read_text())
+    assert sorted(r["stage"] for r in again) == sorted(stages)
+    assert [r for r in again if r["stage"] != "tokenize"] == [r for r in records if r["stage"] != "tokenize"]
+
+
+def test_the_rehearsal_never_copies_over_what_a_stage_wrote():
+    from rehearsal.run import stage_outputs
+
+    written = stage_outputs(ROOT)
+    assert {Path("results/lm_baseline.json"), Path("data/tokenized"), Path("papers/manticore/README.md"),
+            Path("papers/blackmamba/results/table1.json")} <= written
+    assert not {Path("params.yaml"), Path("papers/manticore/params.yaml"), Path("common")} & written
+
+
+def test_a_stage_the_pipelines_do_not_have_is_refused(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "rehearsal.run", "--pipelines", "blackmamba", "--stages", "tabel1",
+                             "--work", str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "--stages: tabel1 is not a stage of blackmamba" in result.stderr
+    assert not (tmp_path / "work").exists()

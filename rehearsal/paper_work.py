@@ -1,0 +1,537 @@
+"""What each stage of each pipeline computes at the `paper` profile: the networks it trains or runs,
+at which shapes, for how many steps and runs. The readiness tables (`rehearsal.readiness`) turn
+this into parameters, tokens per step and H100 hours.
+
+Every stage of every `dvc.yaml` has an entry (a test checks it): a function from the paper
+configs to a list of `Work`, or one line saying why the stage has none to count. The configs come
+from the stages' own loaders and model builders, reading the committed params files with the
+profile switched to `paper`, so a change of a `paper` block changes the table.
+
+Counted: training (forward and backward) of every network, and the long forward-only passes
+(Llama-3-8B writing summaries, retrieval embeddings, routing statistics). Not counted: evaluation
+passes inside training (validation batches), and stages whose cost is measured timings or data.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import yaml
+from torch import nn
+
+from common.config import stage_config
+from common.data.mad import sequence_length
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Work:
+    """One kind of network a stage trains (or only runs forward) at `paper`, and how much."""
+
+    network: str                       # its name, as the stage calls it
+    build: Callable[[], nn.Module]     # the network at the paper's shapes, randomly initialised
+    n_ctx: int                         # positions per row
+    rows_per_step: int
+    steps: int
+    runs: int = 1                      # networks of this kind: seeds, sweep points, tasks
+    train: bool = True                 # False: forward passes only, no backward
+    vocab: int | None = None           # token ids fed to the forward; None: float inputs of `width`
+    width: int | None = None
+    forward_flops_per_row: float | None = None  # given where the network is too large to build here
+    params: int | None = None                   # likewise
+    note: str = ""
+
+
+def paper_params(path: str) -> dict:
+    """A params file as loaded, its profile switched to `paper`."""
+    return {**yaml.safe_load((ROOT / path).read_text()), "profile": "paper"}
+
+
+def root_sizes() -> tuple[int, int, int]:
+    """(vocabulary, packed row length, padded row length) of the root pipeline's data at `paper`."""
+    params = paper_params("params.yaml")
+    from common.stages.tokenize_corpus import TokenizeConfig
+    from common.stages.train_tokenizer import TokenizerConfig
+
+    vocab = stage_config(params, "tokenizer", TokenizerConfig).vocab_size
+    tokenize = stage_config(params, "tokenize", TokenizeConfig)
+    return vocab, tokenize.packed_n_ctx, tokenize.padded_n_ctx
+
+
+# --- root pipeline ----------------------------------------------------------------------------
+
+
+def lm_baseline() -> list[Work]:
+    from common.models.hf import build_llama
+    from common.stages.lm_baseline import LMBaselineConfig
+
+    cfg = stage_config(paper_params("params.yaml"), "lm_baseline", LMBaselineConfig)
+    vocab, n_ctx, _ = root_sizes()
+    return [Work("llama", lambda: build_llama(cfg.model, vocab_size=vocab, n_ctx=n_ctx), n_ctx,
+                 cfg.data.batch_size * cfg.trainer.accumulate_grad_batches, cfg.trainer.max_steps, vocab=vocab)]
+
+
+def mad_suite() -> list[Work]:
+    from common.stages.mad_suite import MADSuiteConfig
+    from common.training.mad import build_mad_model
+
+    cfg = stage_config(paper_params("params.yaml"), "mad_suite", MADSuiteConfig)
+    return [Work(name, lambda task=task: build_mad_model(cfg.model, task), sequence_length(task), cfg.batch_size,
+                 cfg.trainer.max_steps, vocab=task.vocab_size) for name, task in cfg.tasks().items()]
+
+
+ROOT_STAGES: dict[str, Callable[[], list[Work]] | str] = {
+    "generate_stories": "data: reads or generates the stories",
+    "train_tokenizer": "tokenizer training on CPU",
+    "tokenize": "tokenization on CPU",
+    "lm_baseline": lm_baseline,
+    "mad_suite": mad_suite,
+    "lra_generate": "data: writes the LRA tasks",
+}
+
+
+# --- BlackMamba -------------------------------------------------------------------------------
+
+
+def _train_compare():
+    from papers.blackmamba.compared_models import TrainCompareConfig
+
+    return stage_config(paper_params("papers/blackmamba/params.yaml"), "train_compare", TrainCompareConfig)
+
+
+def bm_train_compare() -> list[Work]:
+    from common.models.lm import LanguageModel
+    from papers.blackmamba.compared_models import model_configs, routing_model_config
+
+    cfg = _train_compare()
+    vocab, n_ctx, _ = root_sizes()
+    configs = {**model_configs(cfg, vocab, n_ctx), **routing_model_config(cfg, vocab, n_ctx)}
+    rows = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches
+    return [Work(name, lambda lm=lm: LanguageModel(lm), n_ctx, rows, cfg.trainer.max_steps, len(cfg.seeds),
+                 vocab=vocab) for name, lm in configs.items()]
+
+
+def bm_routing() -> list[Work]:
+    from common.models.lm import LanguageModel
+    from papers.blackmamba.compared_models import model_configs, routing_model_config
+    from papers.blackmamba.routing import RoutingConfig
+
+    routing = stage_config(paper_params("papers/blackmamba/params.yaml"), "routing", RoutingConfig)
+    cfg = _train_compare()
+    vocab, n_ctx, _ = root_sizes()
+    name, lm = next(iter({**model_configs(cfg, vocab, n_ctx), **routing_model_config(cfg, vocab, n_ctx)}.items()))
+    # Every validation batch twice (eval mode and train mode), every seed's model.
+    return [Work(name, lambda: LanguageModel(lm), n_ctx, routing.batch_size, 2 * routing.batches, len(cfg.seeds),
+                 train=False, vocab=vocab)]
+
+
+BLACKMAMBA_STAGES: dict[str, Callable[[], list[Work]] | str] = {
+    "table1": "counting from the architectures",
+    "sinkhorn": "Sinkhorn iterations on random logits (CPU)",
+    "train_compare": bm_train_compare,
+    "latency": "timed generation, not a budget",
+    "routing": bm_routing,
+    "zero_shot": "lm-eval tasks: forward passes, not counted",
+    "report": "tables and ledger",
+}
+
+
+# --- Masked Mixers ----------------------------------------------------------------------------
+
+MM_PARAMS = "papers/masked_mixers/params.yaml"
+
+
+def _mm_sizes():
+    from papers.masked_mixers.models import ModelsConfig
+
+    return stage_config(paper_params(MM_PARAMS), "models", ModelsConfig)
+
+
+def _mm_trained(section: str) -> list[Work]:
+    from papers.masked_mixers.compare import CompareConfig, load_norms_section
+    from papers.masked_mixers.models import build_model
+
+    vocab, _, _ = root_sizes()
+    if section == "norms":  # its loader reads a file: a copy that names the profile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "params.yaml"
+            path.write_text(yaml.safe_dump(paper_params(MM_PARAMS)))
+            cfg, sizes, _ = load_norms_section(path)
+    else:
+        cfg, sizes = stage_config(paper_params(MM_PARAMS), section, CompareConfig), _mm_sizes()
+    return [Work(name, lambda name=name: build_model(sizes.spec(name), sizes, vocab), sizes.n_ctx,
+                 cfg.batch_size * cfg.trainer.accumulate_grad_batches, cfg.trainer.max_steps, len(cfg.seeds),
+                 vocab=vocab) for name in cfg.models]
+
+
+def mm_generation() -> list[Work]:
+    from papers.masked_mixers.generation import GenerationConfig
+
+    cfg = stage_config(paper_params(MM_PARAMS), "generation", GenerationConfig)
+    # The model that ends lower is retrained until it reaches the other's loss: at most one clm run.
+    clm = {w.network: w for w in _mm_trained("clm")}
+    return [replace(clm[cfg.mixer], network=f"{cfg.mixer} or {cfg.transformer}", runs=1,
+                    note="at most: the retraining stops at the other's final loss")]
+
+
+def mm_summaries() -> list[Work]:
+    from papers.masked_mixers.summaries import SummariesConfig
+
+    cfg = stage_config(paper_params(MM_PARAMS), "summaries", SummariesConfig)
+    _, _, padded = root_sizes()
+    # Llama-3-8B-Instruct: 8.03e9 parameters (Meta's model card), 2 FLOPs per parameter and token.
+    # Each story is a prompt of at most the padded window plus the new tokens.
+    n_tokens = padded + cfg.max_new_tokens
+    return [Work(cfg.model, lambda: None, n_tokens, cfg.batch_size, -(-(cfg.n_train + cfg.n_test) // cfg.batch_size),
+                 train=False, forward_flops_per_row=2 * 8.03e9 * n_tokens, params=8_030_000_000,
+                 note="at most: prompts taken as the full padded window")]
+
+
+def mm_retrieval() -> list[Work]:
+    from papers.masked_mixers.models import build_model
+    from papers.masked_mixers.retrieval import RetrievalConfig, RetrievalMixer
+
+    cfg = stage_config(paper_params(MM_PARAMS), "retrieval", RetrievalConfig)
+    sizes = _mm_sizes()
+    vocab, _, _ = root_sizes()
+    texts = 2 * (cfg.n_train + cfg.n_test)  # every story and every summary, each padded to the window
+    embed_batch = 64  # `embed_texts`' batch; forward-only work costs the same in any batch size
+    work = [Work(f"{name} embeddings", lambda model=src.model: build_model(sizes.spec(model), sizes, vocab),
+                 sizes.n_ctx, embed_batch, -(-texts // embed_batch), len(cfg.seeds), train=False, vocab=vocab)
+            for name, src in cfg.sources.items()]
+    d = sizes.d_model
+    work += [Work(f"retrieval model, c = {c}", lambda c=c: RetrievalMixer(d, c + 1, cfg.training.depth), c + 1,
+                  cfg.training.batch_size, cfg.training.steps, len(cfg.sources) * len(cfg.seeds), width=d)
+             for c in cfg.candidates]
+    infonce = sizes.spec(cfg.sources[cfg.infonce_source].model)
+    work.append(Work(f"InfoNCE {cfg.infonce_source}", lambda: build_model(infonce, sizes, vocab), sizes.n_ctx,
+                     2 * cfg.infonce.batch_size, cfg.infonce.steps, len(cfg.seeds), vocab=vocab))
+    return work
+
+
+MASKED_MIXERS_STAGES: dict[str, Callable[[], list[Work]] | str] = {
+    "clm": lambda: _mm_trained("clm"),
+    "norms": lambda: _mm_trained("norms"),
+    "representation": "gradient steps on inputs of untrained and clm models (minutes)",
+    "generation": mm_generation,
+    "autoencoders": lambda: _mm_trained("autoencoders"),
+    "bidirectional": lambda: _mm_trained("bidirectional"),
+    "summaries": mm_summaries,
+    "retrieval": mm_retrieval,
+    "memory": "timed forward and backward passes, not a budget",
+    "expansion": "one backward pass per block and input recovery (minutes)",
+    "report": "tables and ledger",
+}
+
+# --- Manticore --------------------------------------------------------------------------------
+
+MC_PARAMS = "papers/manticore/params.yaml"
+
+
+class SideBySide(nn.Module):
+    """Components run on the same ids: the ensemble's cost (its mixing weights cost nothing)."""
+
+    def __init__(self, components: list[nn.Module]):
+        super().__init__()
+        self.components = nn.ModuleList(components)
+
+    def forward(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        return [component(ids) for component in self.components]
+
+
+def _mc(section: str, cls):
+    return stage_config(paper_params(MC_PARAMS), section, cls)
+
+
+@functools.cache
+def hub_components(names: tuple[str, ...]) -> tuple:
+    """The pretrained components of `paper` (the components section's Hub ids), built from their real
+    architecture configs (`rehearsal.standins`) with random weights, each reading the first one's
+    vocabulary as the hybrids' stages make them (`papers.manticore.vocabulary`). Built once: the
+    FLOP count only runs them forward."""
+    from common.models.hf import language_model_from_hf
+    from common.models.lm import LanguageModel
+    from common.models.mamba import mamba_lm_from_hf
+    from papers.manticore.components import ComponentsConfig
+    from rehearsal.standins import CHECKPOINTS
+
+    hub = _mc("components", ComponentsConfig).hub
+    models = [(mamba_lm_from_hf if "mamba" in name else language_model_from_hf)(CHECKPOINTS[hub[name]].build())
+              for name in names]
+    vocab = models[0].cfg.vocab_size
+    return tuple(m if m.cfg.vocab_size == vocab else LanguageModel(replace(m.cfg, vocab_size=vocab)) for m in models)
+
+
+@functools.cache
+def _hybrid(names: tuple[str, ...], n_blocks: int) -> Callable[[], nn.Module]:
+    """The builder of one hybrid, the same object for every stage that trains it, so that its FLOPs
+    are counted once per context length (`rehearsal.readiness` keys its counts by builder)."""
+    def build() -> nn.Module:
+        from papers.manticore.hybrid import Manticore, ManticoreConfig
+
+        components = list(hub_components(names))
+        return Manticore(components, ManticoreConfig(n_blocks=n_blocks, vocab_size=components[0].cfg.vocab_size))
+    return build
+
+
+def _hybrid_runs(cfg, n_ctx: int, general_n_ctx: int, prefix: str = "") -> Callable[..., Work]:
+    """Work of the stage's Manticore (a `FineTuneConfig` stage's two components and blocks) in one of
+    its phases: `phase(label, steps, runs, n_ctx=...)`."""
+    blocks = f"{cfg.n_blocks} block{'s' if cfg.n_blocks > 1 else ''}"
+    name = f"{prefix}Manticore[{', '.join(cfg.components)}], {blocks}"
+    build = _hybrid(tuple(cfg.components), cfg.n_blocks)
+
+    def phase(label: str, steps: int, runs: int, projectors: bool = False, note: str = "") -> Work:
+        if projectors:
+            note = "components frozen; counted as full training, an upper bound"
+        return Work(f"{name}: {label}", build, general_n_ctx if projectors else n_ctx, cfg.batch_size, steps, runs,
+                    vocab=hub_components(tuple(cfg.components))[0].cfg.vocab_size, note=note)
+    return phase
+
+
+SWEEP_NOTE = "the one-hot ends run one component; counted as the hybrid"
+
+
+@functools.cache
+def _component(names: tuple[str, ...], m: int) -> Callable[[], nn.Module]:
+    return lambda: hub_components(names)[m]
+
+
+def _alone(names: list[str], m: int, network: str, n_ctx: int, rows: int, steps: int, runs: int) -> Work:
+    return Work(network, _component(tuple(names), m), n_ctx, rows, steps, runs,
+                vocab=hub_components(tuple(names))[m].cfg.vocab_size)
+
+
+def _general_n_ctx(cfg) -> int:
+    from papers.manticore.general_text import GeneralTextConfig
+
+    return cfg.general_n_ctx or _mc("general_text", GeneralTextConfig).block_size
+
+
+def _completions_n_ctx() -> int:
+    from papers.manticore.completions import CompletionsConfig
+
+    return _mc("completions", CompletionsConfig).n_ctx
+
+
+def mc_nl_experiments() -> list[Work]:
+    from papers.manticore.alphas import sweep_grid
+    from papers.manticore.nl_experiments import NLExperimentsConfig
+
+    cfg = _mc("nl_experiments", NLExperimentsConfig)
+    n_ctx = _completions_n_ctx()
+    phase = _hybrid_runs(cfg, n_ctx, _general_n_ctx(cfg))
+    components = hub_components(tuple(cfg.components))
+    return [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
+            phase("alpha sweep", cfg.train_steps, len(sweep_grid(cfg.n_blocks, cfg.sweep_points)), note=SWEEP_NOTE),
+            phase("search and retraining", cfg.search_steps + cfg.train_steps, len(cfg.methods) * len(cfg.updates)),
+            Work(f"ensemble of {', '.join(cfg.components)}", lambda: SideBySide(list(components)), n_ctx,
+                 cfg.batch_size, cfg.train_steps, vocab=components[0].cfg.vocab_size)]
+
+
+def mc_programmed() -> list[Work]:
+    from papers.manticore.alphas import sweep_grid
+    from papers.manticore.programmed import ProgrammedConfig
+
+    cfg = _mc("programmed", ProgrammedConfig)
+    phase = _hybrid_runs(cfg, _completions_n_ctx(), _general_n_ctx(cfg))
+    return [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
+            phase("alpha sweep", cfg.train_steps, len(sweep_grid(cfg.n_blocks, cfg.sweep_points)), note=SWEEP_NOTE),
+            phase("programmed retraining", cfg.train_steps, 1)]
+
+
+def mc_projector_budget() -> list[Work]:
+    from papers.manticore.alphas import sweep_grid
+    from papers.manticore.projector_budget import ProjectorBudgetConfig
+
+    cfg = _mc("projector_budget", ProjectorBudgetConfig)
+    phase = _hybrid_runs(cfg, _completions_n_ctx(), _general_n_ctx(cfg))
+    # Each budget pretrains its own projectors from scratch, then sweeps.
+    return [phase("projector pretraining", sum(cfg.budgets), 1, projectors=True),
+            phase("alpha sweep", cfg.train_steps, len(cfg.budgets) * len(sweep_grid(cfg.n_blocks, cfg.sweep_points)),
+                  note=SWEEP_NOTE)]
+
+
+def mc_finetune_tasks() -> list[Work]:
+    from papers.manticore.finetune_tasks import FineTuneTasksConfig
+
+    cfg = _mc("finetune_tasks", FineTuneTasksConfig)
+    phase, tasks = _hybrid_runs(cfg, cfg.n_ctx, _general_n_ctx(cfg)), len(cfg.tasks)
+    return [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
+            *(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, cfg.train_steps, tasks)
+              for m, name in enumerate(cfg.components)),
+            phase("search and retraining", cfg.search_steps + cfg.train_steps, tasks)]
+
+
+def mc_specialists() -> list[Work]:
+    from papers.manticore.alphas import sweep_grid
+    from papers.manticore.specialists import TASKS, SpecialistsConfig
+
+    cfg = _mc("specialists", SpecialistsConfig)
+    work, seeds = [], len(cfg.seeds)
+    for pair_name, pair in cfg.pairs.items():
+        tuning = cfg.tuning(pair, cfg.seeds[0])
+        phase = _hybrid_runs(tuning, cfg.n_ctx, cfg.n_ctx, prefix=f"{pair_name}: ")
+        searches = len(pair.methods) * len(pair.updates) + (len(TASKS) if pair.tasks else 0)
+        work += [phase("projector pretraining", cfg.projector_steps, seeds, projectors=True),
+                 phase("alpha sweep", cfg.train_steps, seeds * len(sweep_grid(cfg.n_blocks, cfg.sweep_points)),
+                       note=SWEEP_NOTE),
+                 phase("search and retraining", cfg.search_steps + cfg.train_steps, seeds * searches)]
+        if pair.ensemble:
+            components = hub_components(tuple(pair.components))
+            work.append(Work(f"{pair_name}: ensemble", lambda c=components: SideBySide(list(c)), cfg.n_ctx,
+                             cfg.batch_size, cfg.train_steps, seeds, vocab=components[0].cfg.vocab_size))
+        if pair.alone:  # each component alone for the hybrid's parameter-steps: about the hybrid's compute
+            work.append(phase("each component alone at the hybrid's compute", cfg.train_steps,
+                              seeds * len(pair.components), note="counted as the hybrid"))
+        if pair.tasks:
+            work += [_alone(pair.components, m, f"{pair_name}: {name} alone on each task", cfg.n_ctx,
+                            cfg.batch_size, cfg.train_steps, seeds * len(TASKS))
+                     for m, name in enumerate(pair.components)]
+    return work
+
+
+def _mad():
+    from papers.manticore.mad_config import MADExperimentsConfig
+
+    return _mc("mad_experiments", MADExperimentsConfig)
+
+
+def _mad_hybrid(configs: dict, n_blocks: int, vocab: int, projectors: bool) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from papers.manticore.mad_experiments import build_hybrid
+
+        return build_hybrid(configs, n_blocks, vocab, projectors)
+    return build
+
+
+def mc_mad_experiments() -> list[Work]:
+    """Per MAD task: each component and existing hybrid alone, and each Manticore searched then retrained."""
+    from common.models.lm import LanguageModel
+    from papers.manticore.mad_config import baseline_configs, component_configs
+
+    cfg = _mad()
+    work = []
+    for task in cfg.tasks().values():
+        n_ctx, vocab, steps, rows = sequence_length(task), task.vocab_size, cfg.trainer.max_steps, cfg.batch_size
+        components, baselines = component_configs(cfg, vocab, n_ctx), baseline_configs(cfg, vocab, n_ctx)
+        work += [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), n_ctx, rows, steps, vocab=vocab)
+                 for name, lm in {**components, **baselines}.items()]
+        searches = 1 + len(cfg.retrain) + (1 if cfg.programming is not None else 0)
+        work.append(Work(f"Manticore[{', '.join(components)}]",
+                         _mad_hybrid(components, cfg.n_blocks, vocab, cfg.projectors), n_ctx, rows, steps, searches,
+                         vocab=vocab, note="search, retrainings and the programming search"))
+        everyone = {**components, **baselines}
+        for name, hybrid in cfg.hybrids.items():
+            build = _mad_hybrid({c: everyone[c] for c in hybrid.components}, hybrid.n_blocks, vocab, cfg.projectors)
+            work.append(Work(name, build, n_ctx, rows, steps, 1 + len(hybrid.retrain), vocab=vocab))
+    return work
+
+
+def mc_mad_sizing() -> list[Work]:
+    from common.models.lm import LanguageModel
+    from papers.manticore.mad_config import baseline_configs, component_configs
+    from papers.manticore.mad_sizing import MADSizingConfig
+
+    cfg, sizing = _mad(), _mc("mad_sizing", MADSizingConfig)
+    steps = sum(sorted({*sizing.budgets, cfg.trainer.max_steps}))  # one run per budget, the tables' included
+    return [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), lm.n_ctx, cfg.batch_size, steps,
+                 vocab=task.vocab_size, note="one run per budget, steps summed")
+            for task in cfg.tasks().values()
+            for name, lm in {**component_configs(cfg, task.vocab_size, sequence_length(task)),
+                             **baseline_configs(cfg, task.vocab_size, sequence_length(task))}.items()]
+
+
+def _lra():
+    from papers.manticore.lra_config import LRAExperimentsConfig
+
+    return _mc("lra_experiments", LRAExperimentsConfig)
+
+
+def _lra_task(cfg, name: str):
+    """(task config, its longest sequence) of an lra_experiments task at `paper`."""
+    from common.data.lra import LRATaskConfig
+    from common.stages.lra_generate import LRAGenerateConfig
+
+    entry = cfg.tasks[name]
+    task = (entry.lra_task() if entry.task is not None
+            else stage_config(paper_params("params.yaml"), "lra_generate", LRAGenerateConfig).tasks[entry.data])
+    assert isinstance(task, LRATaskConfig)
+    # The longest sequence the task allows: ListOps and IMDb are cut at max_len, images are flattened.
+    length = {"listops": task.max_len, "imdb": task.max_len, "cifar10": 32 * 32, "pathfinder": task.size ** 2}
+    return task, length[task.task]
+
+
+def _lra_networks(cfg, name: str) -> tuple[dict, int, int, int]:
+    """(configs of the components that can read the task, length, vocabulary, rows per step)."""
+    from common.data.lra import vocab_size
+    from papers.manticore.lra_config import can_read
+
+    task, length = _lra_task(cfg, name)
+    configs = cfg.component_configs(name, vocab_size(task), length)
+    readers = {c: lm for c, lm in configs.items() if can_read(lm, length)}
+    return readers, length, vocab_size(task), cfg.tasks[name].batch_size or cfg.batch_size
+
+
+def mc_lra_experiments() -> list[Work]:
+    """Per task and seed: each component that can read the task alone, and the hybrid (searched, or
+    programmed without the components that cannot read it, which it then never calls)."""
+    from common.models.lm import LanguageModel
+
+    cfg = _lra()
+    work = []
+    for name, entry in cfg.tasks.items():
+        readers, length, vocab, rows = _lra_networks(cfg, name)
+        steps = entry.max_steps or cfg.trainer.max_steps
+        work += [Work(f"{name}: {c} alone", lambda lm=lm: LanguageModel(lm), length, rows, steps, len(cfg.seeds),
+                      vocab=vocab) for c, lm in readers.items()]
+        work.append(Work(f"{name}: Manticore[{', '.join(readers)}]",
+                         _mad_hybrid(readers, entry.n_blocks or cfg.n_blocks, vocab, cfg.projectors),
+                         length, rows, steps, len(cfg.seeds), vocab=vocab))
+    return work
+
+
+def mc_lra_sizing() -> list[Work]:
+    from common.models.lm import LanguageModel
+    from papers.manticore.lra_sizing import LRASizingConfig
+
+    cfg, sizing = _lra(), _mc("lra_sizing", LRASizingConfig)
+    work = []
+    for name, budgets in sizing.budgets.items():
+        readers, length, vocab, rows = _lra_networks(cfg, name)
+        steps = sum(sorted({*budgets, cfg.tasks[name].max_steps or cfg.trainer.max_steps}))
+        work += [Work(f"{name}: {c} alone", lambda lm=lm: LanguageModel(lm), length, rows, steps, vocab=vocab,
+                      note="one run per budget, steps summed") for c, lm in readers.items()]
+    return work
+
+
+MANTICORE_STAGES: dict[str, Callable[[], list[Work]] | str] = {
+    "instruction_text": "data: generated instructions",
+    "components": "conversion of the Hub checkpoints",
+    "general_text": "data: FineWeb tokenized",
+    "completions": "greedy completions by Mamba-130M: forward passes, not counted",
+    "nl_experiments": mc_nl_experiments,
+    "specialists": mc_specialists,
+    "mad_experiments": mc_mad_experiments,
+    "mad_sizing": mc_mad_sizing,
+    "lra_experiments": mc_lra_experiments,
+    "lra_sizing": mc_lra_sizing,
+    "programmed": mc_programmed,
+    "projector_budget": mc_projector_budget,
+    "finetune_tasks": mc_finetune_tasks,
+    "report": "tables and ledger",
+}
+
+
+PIPELINES: dict[str, tuple[str, dict[str, Callable[[], list[Work]] | str]]] = {
+    "root": ("dvc.yaml", ROOT_STAGES),
+    "blackmamba": ("papers/blackmamba/dvc.yaml", BLACKMAMBA_STAGES),
+    "masked_mixers": ("papers/masked_mixers/dvc.yaml", MASKED_MIXERS_STAGES),
+    "manticore": ("papers/manticore/dvc.yaml", MANTICORE_STAGES),
+}

@@ -1,0 +1,182 @@
+"""Paper-readiness tables: for every stage of a pipeline, what its `paper` run computes and what it
+needs, written into the pipeline's README between `<!-- readiness -->` and `<!-- /readiness -->`.
+
+    python -m rehearsal.readiness [--records data/rehearsal/rehearsal.json] [--pipelines ...]
+
+Per network a stage trains or runs (`rehearsal.paper_work`): its parameters and forward FLOPs,
+both measured on the network itself, built at the paper's shapes with random weights (FLOPs by
+`torch.utils.flop_counter` over one row, so attention's context and the MoE's routed expert are
+what the code runs; elementwise work is not counted, as in `common.eval.counting`); tokens per
+step; steps and runs; and the H100 hours of the whole `paper` run, at a stated utilisation of the
+H100 SXM's dense bf16 peak. Training costs three forward passes (backward twice the forward).
+
+Per stage: the peak memory (proportional set size of its process tree) and minutes of its last
+passing rehearsal, from the records `rehearsal.run` writes, with the batch rows and precision it
+ran at. A stage never rehearsed says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+from common.eval.counting import TRAIN_FACTOR
+from common.eval.report import replace_between_markers
+from common.io import atomic_file
+from rehearsal.paper_work import PIPELINES, ROOT, Work
+
+log = logging.getLogger(__name__)
+
+H100_BF16_DENSE = 989.4e12  # FLOP/s, H100 SXM, dense bf16 (NVIDIA's datasheet)
+UTILISATION = 0.4           # of that peak; stated, not measured
+BEGIN, END = "<!-- readiness -->", "<!-- /readiness -->"
+READMES = {"root": "README.md", "blackmamba": "papers/blackmamba/README.md",
+           "masked_mixers": "papers/masked_mixers/README.md", "manticore": "papers/manticore/README.md"}
+
+
+def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    # PyTorch's counter has formulas for the CUDA attention kernels only; on CPU, SDPA runs this op,
+    # which it would count as zero. Counted as those kernels are: the full context, mask or not.
+    return sdpa_flop_count(query, key, value)
+
+
+CPU_ATTENTION = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops}
+
+
+def measure(work: Work) -> tuple[int, float]:
+    """(parameters, forward FLOPs per row) of the network at its paper shapes."""
+    if work.forward_flops_per_row is not None:
+        return work.params, work.forward_flops_per_row
+    torch.manual_seed(0)
+    net = work.build().eval()
+    if work.vocab is not None:
+        x = torch.randint(0, work.vocab, (1, work.n_ctx))
+    else:
+        x = torch.randn(1, work.n_ctx, work.width)
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION) as counter:
+        net(x)
+    return sum(p.numel() for p in net.parameters()), float(counter.get_total_flops())
+
+
+def h100_hours(work: Work, flops_per_row: float) -> float:
+    factor = TRAIN_FACTOR if work.train else 1
+    total = factor * flops_per_row * work.rows_per_step * work.steps * work.runs
+    return total / (H100_BF16_DENSE * UTILISATION) / 3600
+
+
+def load_records(paths: list[Path]) -> dict[str, dict]:
+    """The last passing record of each stage, over the record files in order."""
+    records = {}
+    for path in paths:
+        if path.is_file():
+            for record in json.loads(path.read_text()):
+                if record.get("rc") == 0:
+                    records[record["stage"]] = record
+    return records
+
+
+def _count(n: float) -> str:
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def _hours(h: float) -> str:
+    return f"{h:.3g}" if h >= 0.01 else "< 0.01"
+
+
+def _rehearsed(record: dict | None) -> str:
+    if record is None:
+        return "not rehearsed yet"
+    rows = "paper batches" if record.get("batch_rows") is None else f"batches of {record['batch_rows']}"
+    return (f"{record['peak_pss_mib'] / 1024:.1f} GiB, {record['seconds'] / 60:.1f} min "
+            f"({record.get('date', 'undated')}, {rows}, {record.get('precision') or 'paper precision'})")
+
+
+def _span(values: list) -> str:
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _row(works: list[tuple[Work, int, float]]) -> tuple[str, float]:
+    """One table row for a network, over every run of it (MAD and LRA tasks differ in shapes)."""
+    first = works[0][0]
+    hours = sum(h100_hours(w, flops) for w, _, flops in works)
+    params = sorted({params for _, params, _ in works})
+    params_text = _count(params[0]) if len(params) == 1 else f"{_count(params[0])}-{_count(params[-1])}"
+    tokens = f"{_span([w.rows_per_step for w, _, _ in works])} × {_span([w.n_ctx for w, _, _ in works])}"
+    steps = {w.steps for w, _, _ in works}
+    runs = sum(w.runs for w, _, _ in works)
+    steps_text = (f"{first.steps:,} × {runs}" if len(steps) == 1
+                  else f"{sum(w.steps * w.runs for w, _, _ in works):,} in all ({runs} runs)")
+    kind = "" if first.train else " (forward only)"
+    note = f" ({first.note})" if first.note else ""
+    return f"{first.network}{kind}{note} | {params_text} | {tokens} | {steps_text} | {_hours(hours)}", hours
+
+
+def pipeline_table(pipeline: str, records: dict[str, dict]) -> tuple[str, float]:
+    """The markdown table of one pipeline and its total H100 hours."""
+    dvc_file, stages = PIPELINES[pipeline]
+    cache: dict = {}  # (builder, positions) -> counts: a network several stages train is counted once
+    lines = ["| stage | network at `paper` | parameters | tokens per step | steps × runs | H100 hours "
+             "| rehearsal: peak memory, time |", "|---|---|---|---|---|---|---|"]
+    total = 0.0
+    for stage, work in stages.items():
+        target = stage if pipeline == "root" else f"{dvc_file}:{stage}"
+        rehearsed = _rehearsed(records.get(target))
+        if isinstance(work, str):
+            lines.append(f"| `{stage}` | none: {work} | | | | | {rehearsed} |")
+            continue
+        networks: dict[str, list[tuple[Work, int, float]]] = {}
+        for w in work():
+            key = (w.build, w.n_ctx)
+            if key not in cache:
+                log.info("%s: measuring %s at %d positions", stage, w.network, w.n_ctx)
+                cache[key] = measure(w)
+            networks.setdefault(w.network, []).append((w, *cache[key]))
+        for i, works in enumerate(networks.values()):
+            row, hours = _row(works)
+            total += hours
+            lines.append(f"| {f'`{stage}`' if i == 0 else ''} | {row} | {rehearsed if i == 0 else ''} |")
+    return "\n".join(lines), total
+
+
+def render(pipeline: str, records: dict[str, dict]) -> str:
+    table, total = pipeline_table(pipeline, records)
+    return (f"_Generated by `python -m rehearsal.readiness` (`make rehearse` runs it) from the `paper` configs and "
+            f"the rehearsal's records. H100 hours: FLOPs counted on each network at its paper shapes, at "
+            f"{UTILISATION:.0%} of the H100 SXM's {H100_BF16_DENSE / 1e12:.0f} dense bf16 TFLOP/s, training as "
+            f"forward and backward; networks of a few million parameters run far below that utilisation, so "
+            f"their hours are lower bounds. Rehearsal: peak memory (proportional set size of the stage's "
+            f"processes) and time of its last passing run, on 2 CPU cores._\n\n"
+            f"{table}\n\nTotal: about {_hours(total)} H100 hours.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
+    parser.add_argument("--records", nargs="+", type=Path, default=[ROOT / "data/rehearsal/rehearsal.json"],
+                        help="rehearsal record files, later ones winning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    torch.set_num_threads(os.cpu_count() or 1)  # it runs alone, after the rehearsal's stages
+    records = load_records(args.records)
+    for pipeline in args.pipelines:
+        readme = ROOT / READMES[pipeline]
+        text = replace_between_markers(readme.read_text(), BEGIN, END, render(pipeline, records))
+        with atomic_file(readme, "w") as handle:
+            handle.write(text)
+        log.info("wrote the readiness table of %s", readme)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The paper-readiness tables: every stage accounted for, FLOPs counted on the network itself that
+agree with the architecture's own count, hours from FLOPs at the stated rate, and the README block
+rewritten in place."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from common.eval.counting import count_lm
+from common.models.lm import LanguageModel, LMConfig
+from rehearsal import readiness
+from rehearsal.paper_work import PIPELINES, ROOT, Work
+from rehearsal.readiness import BEGIN, END, READMES, h100_hours, load_records, measure
+
+
+@pytest.mark.parametrize("pipeline", list(PIPELINES))
+def test_every_stage_of_every_pipeline_is_accounted_for(pipeline):
+    dvc_file, stages = PIPELINES[pipeline]
+    assert list(stages) == list(yaml.safe_load((ROOT / dvc_file).read_text())["stages"])
+    text = (ROOT / READMES[pipeline]).read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+
+
+@pytest.mark.parametrize("cfg", [
+    LMConfig(vocab_size=512, d_model=64, pattern="attn,swiglu", repeat=2, n_ctx=96, blocks={"attn": {"n_heads": 4}}),
+    LMConfig(vocab_size=512, d_model=64, pattern="mamba,moe", repeat=2, n_ctx=96,
+             blocks={"moe": {"n_experts": 4, "d_ff": 128}}),
+], ids=["transformer", "blackmamba"])
+def test_flops_counted_on_the_network_agree_with_the_architecture_count(cfg):
+    params, flops = measure(Work("net", lambda: LanguageModel(cfg), cfg.n_ctx, 1, 1, vocab=cfg.vocab_size))
+    count = count_lm(cfg)
+    assert params == count.params
+    # The counter sees matmuls only (as `count_lm` itemises them), the MoE's routed expert included.
+    assert flops / cfg.n_ctx == pytest.approx(count.flops_per_token, rel=0.1)
+
+
+def test_hours_are_the_run_flops_at_the_stated_rate():
+    rate = readiness.H100_BF16_DENSE * readiness.UTILISATION
+    work = Work("net", lambda: None, 128, 8, 1000, runs=3, forward_flops_per_row=5e9, params=1)
+    assert h100_hours(work, 5e9) == pytest.approx(3 * 5e9 * 8 * 1000 * 3 / rate / 3600)
+    forward = Work("net", lambda: None, 128, 8, 1000, runs=3, train=False, forward_flops_per_row=5e9, params=1)
+    assert h100_hours(forward, 5e9) == pytest.approx(h100_hours(work, 5e9) / 3)
+
+
+def test_the_last_passing_record_of_a_stage_wins(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps([{"stage": "a", "rc": 0, "seconds": 1}, {"stage": "b", "rc": 0, "seconds": 2}]))
+    new.write_text(json.dumps([{"stage": "a", "rc": 0, "seconds": 3}, {"stage": "b", "rc": 1, "seconds": 4}]))
+    records = load_records([old, new, tmp_path / "missing.json"])
+    assert records["a"]["seconds"] == 3 and records["b"]["seconds"] == 2
+
+
+def test_the_root_table_is_written_between_the_markers_and_nothing_else_moves(tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\nhand-written\n\n{BEGIN}\nstale\n{END}\n\nafter\n")
+    monkeypatch.setitem(READMES, "root", str(readme))
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps([{"stage": "lm_baseline", "rc": 0, "seconds": 90, "peak_pss_mib": 2048,
+                                    "date": "2026-11-26", "batch_rows": 2, "precision": "32-true"}]))
+    assert readiness.main(["--pipelines", "root", "--records", str(records)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# Title\n\nhand-written\n\n") and text.endswith(f"{END}\n\nafter\n")
+    assert "stale" not in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    assert list(rows) == [f"`{stage}`" for stage in PIPELINES["root"][1]]
+    assert "2.0 GiB, 1.5 min (2026-11-26, batches of 2, 32-true)" in rows["`lm_baseline`"]
+    assert "not rehearsed yet" in rows["`mad_suite`"]
+    assert "| 32 × 256 | 20,000 × 1 |" in rows["`lm_baseline`"]  # the paper's batch, row length and steps
