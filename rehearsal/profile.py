@@ -26,7 +26,8 @@ STEP_KEYS = {"max_steps", "steps", "projector_steps", "search_steps", "train_ste
 # Every interval in steps: validate, log and checkpoint at each step, so those paths all run.
 EVERY_STEP_KEYS = {"val_every_n_steps", "log_every_n_steps", "checkpoint_every_n_steps", "check_every"}
 # Repetitions and evaluation batches: one of each.
-ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_steps", "n_inputs"}
+# `validations` (mad_sizing's per run) must fit in a budget of STEPS.
+ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_steps", "n_inputs", "validations"}
 # Rows and documents: at most this many. It is at least every `paper` batch size (128), so batch
 # shapes stay full, and at most the rows of each data set stand-in (rehearsal.standins.N_ROWS).
 ROWS = 256

@@ -158,6 +158,18 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
     assert all(b == "32-true" for _, b in precisions)
 
 
+def test_every_rehearsal_config_builds_its_stage_config(tmp_path):
+    """The cut `paper` blocks pass every stage's own checks (mad_sizing refused its cut budgets, which
+    were shorter than its validations, an hour into a rehearsal)."""
+    from tests.test_config import validate_params_files
+
+    for name in PARAMS_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        params = rehearsal_params(yaml.safe_load((ROOT / name).read_text()), batch_rows=2, precision="32-true")
+        (tmp_path / name).write_text(yaml.safe_dump(params))
+    validate_params_files(tmp_path)
+
+
 def test_rehearsal_rows_fit_every_paper_batch_and_every_standin():
     from rehearsal.standins import N_ROWS
     batches = [v for f in PARAMS_FILES for section in _paper_sections(yaml.safe_load((ROOT / f).read_text())).values()
