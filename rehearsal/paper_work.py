@@ -358,15 +358,29 @@ def mc_projector_budget() -> list[Work]:
                   note=SWEEP_NOTE)]
 
 
+def _standin_depths(names: list[str]) -> str:
+    """What the rehearsal trained instead, where a component's stand-in is shallower than the real
+    model (`rehearsal.standins.Checkpoint.standin_layers`); counts stay at the real depth."""
+    from papers.manticore.components import ComponentsConfig
+    from rehearsal.standins import CHECKPOINTS
+
+    hub = _mc("components", ComponentsConfig).hub
+    cut = [f"{name} at {CHECKPOINTS[hub[name]].standin_layers} layers" for name in names
+           if CHECKPOINTS[hub[name]].standin_layers is not None]
+    return f"rehearsed with {' and '.join(cut)}" if cut else ""
+
+
 def mc_finetune_tasks() -> list[Work]:
     from papers.manticore.finetune_tasks import FineTuneTasksConfig
 
     cfg = _mc("finetune_tasks", FineTuneTasksConfig)
     phase, tasks = _hybrid_runs(cfg, cfg.n_ctx, _general_n_ctx(cfg)), len(cfg.tasks)
-    return [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
-            *(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, cfg.train_steps, tasks)
-              for m, name in enumerate(cfg.components)),
-            phase("search and retraining", cfg.search_steps + cfg.train_steps, tasks)]
+    works = [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
+             *(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, cfg.train_steps, tasks)
+               for m, name in enumerate(cfg.components)),
+             phase("search and retraining", cfg.search_steps + cfg.train_steps, tasks)]
+    first = works[0]  # the note once, on the stage's first row
+    return [replace(first, note="; ".join(filter(None, [first.note, _standin_depths(cfg.components)]))), *works[1:]]
 
 
 def mc_specialists() -> list[Work]:

@@ -5,7 +5,8 @@ merged values (base + paper) with the keys below cut, everything else kept: widt
 context lengths, vocabularies, batch sizes, precision, accelerator and data sources. The cuts are
 by key name, wherever the key sits in a section, so a new stage's `max_steps` is cut without
 listing the stage here; a key that holds a length of training and is not listed would show up as
-a slow rehearsal, never as a wrong one.
+a slow rehearsal, never as a wrong one. Two cuts read what a section holds instead: the example
+counts of MAD tasks (set in code, reached through `task_overrides`) and retrieval's candidate pools.
 
 `batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
 hours per step on 2 CPU cores (BlackMamba's 32 x 2048 tokens most), and a batch of 2 still has a
@@ -19,6 +20,7 @@ import copy
 from typing import Any
 
 from common.config import PROFILES, deep_merge
+from common.data.mad import MADSelection
 
 # Optimisation steps of any phase, and the step counts of a projector-budget sweep.
 STEPS = 1
@@ -31,13 +33,24 @@ ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_s
 # Rows and documents: at most this many. It is at least every `paper` batch size (128), so batch
 # shapes stay full, and at most the rows of each data set stand-in (rehearsal.standins.N_ROWS).
 ROWS = 256
-ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "n_prompts", "eval_rows"}
+ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "eval_rows"}
 # Held-out rows, which stages score in full, outside the trainer's validation batches: with
 # `batch_rows`, a few batches of them (256 rows of 512 tokens through a 255M-parameter hybrid cost
 # minutes per run on 2 cores, and Manticore's specialists stage scores a dozen runs). Not `n_test`:
 # Masked Mixers' retrieval draws its 32 candidates from it.
 EVAL_ROW_KEYS = {"n_validation", "eval_rows"}
 EVAL_BATCHES = 4
+# Rows a stage generates token by token before anything trains on them (Manticore's completions:
+# 256 prompts of 30 new tokens from two 125M models took 18.6 min): a few batches, as held-out rows.
+GENERATED_ROW_KEYS = {"n_prompts"}
+# MAD sections name their tasks' example counts in code (common.data.mad.SETTINGS), not in params: the
+# cut goes in through each section's own `task_overrides`. Every run scores the whole test split
+# (1,280 rows at paper), which made most of mad_experiments' 27 minutes.
+MAD_EXAMPLE_KEYS = {"num_train_examples": "rows", "num_test_examples": "eval_rows"}
+# A section with `candidates` (Masked Mixers' retrieval) draws each query's candidates from its train
+# and from its test rows, and embeds every row with each source model at full width: both are cut to
+# the largest candidate count, the fewest that still draw it.
+CANDIDATE_POOL_KEYS = {"n_train", "n_test"}
 # Examples scored after training, None meaning every validation row (lra_experiments): a few batches.
 EVAL_EXAMPLE_KEYS = {"eval_examples"}
 # The story corpus every paper samples from keeps all the stand-in's rows (rehearsal.standins.N_ROWS):
@@ -88,13 +101,34 @@ def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, ro
             return 1
         if key in ONE_KEYS:
             return min(value, 1)
-        if key in EVAL_ROW_KEYS:
+        if key in EVAL_ROW_KEYS | GENERATED_ROW_KEYS:
             return min(value, eval_rows)
         if key in ROW_KEYS:
             return min(value, rows)
         if key in TOKEN_KEYS:
             return min(value, TOKENS)
     return value
+
+
+def _cut_mad_examples(block: dict[str, Any], rows: int, eval_rows: int) -> dict[str, Any]:
+    """A MAD section (one with `settings`) with every task's example counts cut through `task_overrides`."""
+    if not isinstance(block.get("settings"), list):
+        return block
+    selection = MADSelection(block["settings"], block.get("overrides") or {}, block.get("task_overrides") or {})
+    limits = {"rows": rows, "eval_rows": eval_rows}
+    task_overrides = copy.deepcopy(selection.task_overrides)
+    for task in selection.tasks().values():
+        values = task_overrides.setdefault(task.task, {})
+        for key, limit in MAD_EXAMPLE_KEYS.items():
+            values[key] = min(getattr(task, key), limits[limit], values.get(key, limits[limit]))
+    return {**block, "task_overrides": task_overrides}
+
+
+def _cut_candidate_pools(block: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(block.get("candidates"), list):
+        return block
+    largest = max(block["candidates"])
+    return {**block, **{k: min(block[k], largest) for k in CANDIDATE_POOL_KEYS if isinstance(block.get(k), int)}}
 
 
 def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None,
@@ -107,7 +141,8 @@ def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None,
             merged = deep_merge(block.get("base") or {}, block.get("paper") or {})
             rows = CORPUS_ROWS if section in CORPUS_SECTIONS else ROWS
             eval_rows = rows if batch_rows is None or section in CORPUS_SECTIONS else EVAL_BATCHES * batch_rows
-            out[section]["paper"] = _cut(section, merged, batch_rows, precision, rows, eval_rows)
+            cut = _cut(section, merged, batch_rows, precision, rows, eval_rows)
+            out[section]["paper"] = _cut_candidate_pools(_cut_mad_examples(cut, rows, eval_rows))
     if "profile" in out:
         out["profile"] = "paper"
     return out

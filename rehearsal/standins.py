@@ -14,7 +14,9 @@ The layout is the one `common.standins` reads while `HYBRID_STANDINS=DIR` is set
   config the harness's task files name, in their schema, HARNESS_ROWS generated rows per split.
 - `models/<Hub id>/`: each checkpoint the `paper` profile loads, built from the real
   architecture's config (every width, depth, vocabulary and position count) with random weights,
-  saved in the release's dtype with a tokenizer of the real length and special-token ids. The
+  saved in the release's dtype with a tokenizer of the real length and special-token ids. Two are
+  shallower than the real ones, at the real widths: Pythia-410M (12 of 24 layers) and Mamba-370M
+  (24 of 48), whose paper hybrid cannot train in this machine's 24 GiB (`Checkpoint.standin_layers`). The
   tokenizers are byte-level BPE trained here on generated text, filled up to the real length with
   tokens no merge reaches: only the merges differ from the real ones.
   Meta-Llama-3-8B-Instruct is stood in for by a *small* Llama (2 layers of width 256) with the real
@@ -230,9 +232,18 @@ LLAMA3_CHAT = (
 @dataclass(frozen=True)
 class Checkpoint:
     hub_id: str
-    build: Callable[[], torch.nn.Module]  # the model from its real config, randomly initialised
+    build: Callable[..., torch.nn.Module]  # the model from its real config, randomly initialised
     dtype: torch.dtype                    # the release's dtype
     tokenizer: Callable[[int], PreTrainedTokenizerFast]  # seed -> tokenizer
+    # The stand-in's depth where the real one cannot train here (None: the real depth). Pythia-410M and
+    # Mamba-370M: their paper hybrid (finetune_tasks) was killed for memory at 23.4 GiB in its first
+    # search run (2026-11-26; weights, gradients, Adam states, the projector-pretrained start and the
+    # components it is built from, in fp32); at half depth it fits. Every width stays the real one.
+    # `build(layers)` builds that depth.
+    standin_layers: int | None = None
+
+    def build_standin(self) -> torch.nn.Module:
+        return self.build() if self.standin_layers is None else self.build(self.standin_layers)
 
 
 def _gpt_neo_125m() -> torch.nn.Module:
@@ -242,21 +253,22 @@ def _gpt_neo_125m() -> torch.nn.Module:
         attention_types=[[["global", "local"], 6]], window_size=256, bos_token_id=50256, eos_token_id=50256))
 
 
-def _mamba(hidden: int, layers: int) -> Callable[[], torch.nn.Module]:
-    def build() -> torch.nn.Module:
+def _mamba(hidden: int, real_layers: int) -> Callable[..., torch.nn.Module]:
+    def build(layers: int | None = None) -> torch.nn.Module:
         from transformers import MambaConfig, MambaForCausalLM
-        return MambaForCausalLM(MambaConfig(vocab_size=50280, hidden_size=hidden, num_hidden_layers=layers,
-                                            state_size=16, expand=2, conv_kernel=4, bos_token_id=0,
-                                            eos_token_id=0, pad_token_id=0, tie_word_embeddings=True))
+        return MambaForCausalLM(MambaConfig(vocab_size=50280, hidden_size=hidden,
+                                            num_hidden_layers=layers or real_layers, state_size=16, expand=2,
+                                            conv_kernel=4, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                                            tie_word_embeddings=True))
     return build
 
 
-def _pythia_410m() -> torch.nn.Module:
+def _pythia_410m(layers: int | None = None) -> torch.nn.Module:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     return GPTNeoXForCausalLM(GPTNeoXConfig(
-        vocab_size=50304, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
-        rotary_pct=0.25, max_position_embeddings=2048, use_parallel_residual=True, tie_word_embeddings=False,
-        bos_token_id=0, eos_token_id=0))
+        vocab_size=50304, hidden_size=1024, num_hidden_layers=layers or 24, num_attention_heads=16,
+        intermediate_size=4096, rotary_pct=0.25, max_position_embeddings=2048, use_parallel_residual=True,
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=0))
 
 
 def _llama3_instruct_small() -> torch.nn.Module:
@@ -284,8 +296,8 @@ def _llama3_tokenizer(seed: int) -> PreTrainedTokenizerFast:
 CHECKPOINTS = {c.hub_id: c for c in (
     Checkpoint("EleutherAI/gpt-neo-125m", _gpt_neo_125m, torch.float32, _gpt2_tokenizer),
     Checkpoint("state-spaces/mamba-130m-hf", _mamba(768, 24), torch.float32, _neox_tokenizer),
-    Checkpoint("EleutherAI/pythia-410m", _pythia_410m, torch.float16, _neox_tokenizer),
-    Checkpoint("state-spaces/mamba-370m-hf", _mamba(1024, 48), torch.float32, _neox_tokenizer),
+    Checkpoint("EleutherAI/pythia-410m", _pythia_410m, torch.float16, _neox_tokenizer, standin_layers=12),
+    Checkpoint("state-spaces/mamba-370m-hf", _mamba(1024, 48), torch.float32, _neox_tokenizer, standin_layers=24),
     Checkpoint("meta-llama/Meta-Llama-3-8B-Instruct", _llama3_instruct_small, torch.bfloat16, _llama3_tokenizer),
 )}
 
@@ -302,7 +314,7 @@ def write_standins(out: Path, seed: int = 0, only: set[str] | None = None) -> No
     for hub_id, checkpoint in CHECKPOINTS.items():
         if only is None or hub_id in only:
             torch.manual_seed(seed)
-            model = checkpoint.build().to(checkpoint.dtype)
+            model = checkpoint.build_standin().to(checkpoint.dtype)
             with atomic_dir(out / "models" / hub_id) as tmp:
                 model.save_pretrained(str(tmp))
                 checkpoint.tokenizer(seed).save_pretrained(str(tmp))

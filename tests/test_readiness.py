@@ -69,3 +69,18 @@ def test_the_root_table_is_written_between_the_markers_and_nothing_else_moves(tm
     assert "2.0 GiB, 1.5 min (2026-11-26, batches of 2, 32-true)" in rows["`lm_baseline`"]
     assert "not rehearsed yet" in rows["`mad_suite`"]
     assert "| 32 × 256 | 20,000 × 1 |" in rows["`lm_baseline`"]  # the paper's batch, row length and steps
+
+
+def test_the_root_readme_adds_up_each_pipelines_last_passing_rehearsals():
+    stages = {pipeline: [stage if pipeline == "root" else f"{dvc_file}:{stage}" for stage in names]
+              for pipeline, (dvc_file, names) in PIPELINES.items()}
+    records = {stages["root"][0]: {"stage": stages["root"][0], "seconds": 60, "peak_pss_mib": 1024},
+               stages["root"][1]: {"stage": stages["root"][1], "seconds": 30, "peak_pss_mib": 3072},
+               stages["manticore"][0]: {"stage": stages["manticore"][0], "seconds": 600, "peak_pss_mib": 512}}
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in readiness.rehearsal_totals(records).splitlines()[2:]}
+    assert rows["root"] == [f"2 of {len(stages['root'])}", "1.5", f"3.0 GiB (`{stages['root'][1]}`)"]
+    manticore_stage = stages["manticore"][0].split(":")[-1]
+    assert rows["manticore"] == [f"1 of {len(stages['manticore'])}", "10.0", f"0.5 GiB (`{manticore_stage}`)"]
+    assert rows["blackmamba"] == [f"0 of {len(stages['blackmamba'])}", "0.0", ""]
+    assert rows["all"] == ["", "11.5", ""]

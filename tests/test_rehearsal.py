@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from common.config import PROFILES, deep_merge
@@ -101,6 +102,21 @@ def test_standin_tokenizers_have_the_real_length_and_special_ids(length, special
                             "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
+def test_shallower_standins_keep_every_real_setting_but_depth():
+    """A stand-in cut in depth (one that cannot train in 24 GiB) differs from the real config in its
+    layer count only; the readiness tables count the real depth."""
+    from rehearsal.standins import CHECKPOINTS
+
+    cut = [c for c in CHECKPOINTS.values() if c.standin_layers is not None]
+    assert {c.hub_id for c in cut} == {"EleutherAI/pythia-410m", "state-spaces/mamba-370m-hf"}
+    for checkpoint in cut:
+        with torch.device("meta"):
+            real, standin = checkpoint.build().config.to_dict(), checkpoint.build_standin().config.to_dict()
+        assert standin["num_hidden_layers"] == checkpoint.standin_layers < real["num_hidden_layers"]
+        assert {k: v for k, v in standin.items() if k != "num_hidden_layers"} == \
+            {k: v for k, v in real.items() if k != "num_hidden_layers"}
+
+
 # --- the cut configs ------------------------------------------------------------------------
 
 def _paper_sections(params: dict) -> dict[str, dict]:
@@ -120,7 +136,16 @@ def _walk(value, path=()):
 
 CUT_KEYS = (profile.STEP_KEYS | profile.EVERY_STEP_KEYS | profile.ONE_KEYS | profile.ROW_KEYS | profile.TOKEN_KEYS
             | profile.ENDS_AND_MIDDLE_KEYS | profile.FIRST_KEYS | profile.FIRST_TWO_KEYS | profile.LAST_KEYS
-            | profile.EVAL_EXAMPLE_KEYS | {"budgets"})
+            | profile.EVAL_EXAMPLE_KEYS | profile.GENERATED_ROW_KEYS | {"budgets"})
+
+
+def _without_mad_example_cuts(section: dict) -> dict:
+    """`section` less the example counts the rehearsal adds to a MAD section's task_overrides (an
+    emptied mapping has no leaves)."""
+    if "task_overrides" not in section:
+        return section
+    return {**section, "task_overrides": {task: {k: v for k, v in values.items() if k not in profile.MAD_EXAMPLE_KEYS}
+                                          for task, values in section["task_overrides"].items()}}
 
 
 @pytest.mark.parametrize("params_file", PARAMS_FILES)
@@ -130,7 +155,7 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
     after = _paper_sections(rehearsal_params(params))
     assert before.keys() == after.keys()
     for name in before:
-        old_leaves, new_leaves = list(_walk(before[name])), list(_walk(after[name]))
+        old_leaves, new_leaves = list(_walk(before[name])), list(_walk(_without_mad_example_cuts(after[name])))
         assert [p for p, _ in old_leaves] == [p for p, _ in new_leaves], name
         for (path, a), (_, b) in zip(old_leaves, new_leaves):
             key = path[-1]
@@ -156,6 +181,37 @@ def test_rehearsal_keeps_every_paper_shape_and_cuts_only_run_lengths(params_file
     cut = _paper_sections(rehearsal_params(params, precision="32-true")).values()
     precisions = [(path, b) for section in cut for path, b in _walk(section) if path[-1] == "precision"]
     assert all(b == "32-true" for _, b in precisions)
+
+
+@pytest.mark.parametrize("params_file", [f for f in PARAMS_FILES if "settings:" in (ROOT / f).read_text()])
+def test_rehearsal_cuts_the_example_counts_of_every_mad_task(params_file):
+    """MAD example counts live in code (common.data.mad.SETTINGS), so a cut by key name cannot see
+    them: every paper MAD run scored all 1,280 test rows, most of mad_experiments' 27 minutes."""
+    from common.data.mad import MADSelection
+
+    params = rehearsal_params(yaml.safe_load((ROOT / params_file).read_text()), batch_rows=2)
+    mad_sections = {name: s for name, s in _paper_sections(params).items() if "settings" in s}
+    assert mad_sections
+    for name, section in mad_sections.items():
+        tasks = MADSelection(section["settings"], section.get("overrides") or {},
+                             section.get("task_overrides") or {}).tasks()
+        assert len(tasks) == len(section["settings"]), name
+        for entry, task in tasks.items():
+            assert task.num_test_examples <= profile.EVAL_BATCHES * 2, (name, entry)
+            assert task.num_train_examples <= profile.ROWS, (name, entry)
+        paper = _paper_sections(yaml.safe_load((ROOT / params_file).read_text()))[name]
+        for task, values in (paper.get("task_overrides") or {}).items():  # the section's own survive the cut
+            for key, value in values.items():
+                if key not in profile.MAD_EXAMPLE_KEYS:
+                    assert section["task_overrides"][task][key] == value
+
+
+def test_rehearsal_cuts_the_retrieval_pools_to_the_largest_candidate_count():
+    """Every row of retrieval's pools is embedded by each source model at full width (about 6
+    minutes a source at 256 rows); the pools need only hold the largest candidate count."""
+    section = _paper_sections(rehearsal_params(yaml.safe_load((ROOT / "papers/masked_mixers/params.yaml").read_text()),
+                                               batch_rows=2))["retrieval"]
+    assert section["n_train"] == section["n_test"] == max(section["candidates"])
 
 
 def test_every_rehearsal_config_builds_its_stage_config(tmp_path):
