@@ -12,7 +12,8 @@ What it does, in order:
 2. Rewrites every params file there with `rehearsal.profile.rehearsal_params`: `profile: paper`,
    the paper's shapes, run lengths cut to a step; with `--batch-rows N`, batches of N rows.
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
-4. Runs each stage of each chosen pipeline with `dvc repro --single-item`, in the order of its
+4. Runs each stage of each chosen pipeline with `dvc repro --single-item --force` (never restored
+   from DVC's run cache, which would time nothing), in the order of its
    `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins; the root pipeline always runs
    first, since every paper reads its data, and its failure stops the rehearsal. `--stages` runs
    only the stages named, in that order within each pipeline. It times each
@@ -119,7 +120,8 @@ def run_stage(work: Path, target: str, env: dict[str, str], logs: Path) -> dict:
     logfile = logs / (target.replace("/", "_").replace(":", "__") + ".log")
     start = time.perf_counter()
     with logfile.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", target],
+        # --force: without it DVC skips a stage whose run its cache has seen, and the record would time nothing.
+        proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", "--force", target],
                                 cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
         stop, peak = threading.Event(), [0]
         sampler = threading.Thread(target=_peak_memory, args=(psutil.Process(proc.pid), stop, peak), daemon=True)

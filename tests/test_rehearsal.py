@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -274,6 +275,23 @@ def test_root_pipeline_rehearses_at_paper_shapes(tmp_path):
     again = json.loads(out.read_text())
     assert sorted(r["stage"] for r in again) == sorted(stages)
     assert [r for r in again if r["stage"] != "tokenize"] == [r for r in records if r["stage"] != "tokenize"]
+
+
+def test_a_stage_rehearsed_again_runs_again(tmp_path):
+    """DVC skips a stage whose run it has seen ("cached - skipping run"): a rehearsal with
+    --keep-outputs recorded the root data stages as passed in under 2 s without running them."""
+    from rehearsal.run import run_stage
+
+    work, logs = tmp_path / "work", tmp_path / "logs"
+    work.mkdir(), logs.mkdir()
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=work, check=True)
+    (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"write": {
+        "cmd": "python -c \"open('ran', 'a').write('x'); open('out.txt', 'w').write('same')\"",
+        "outs": ["out.txt"]}}}))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for _ in range(2):
+        assert run_stage(work, "write", env, logs)["rc"] == 0
+    assert (work / "ran").read_text() == "xx"
 
 
 def test_the_rehearsal_never_copies_over_what_a_stage_wrote():
