@@ -1,7 +1,7 @@
 """Paper-readiness tables: for every stage of a pipeline, what its `paper` run computes and what it
 needs, written into the pipeline's README between `<!-- readiness -->` and `<!-- /readiness -->`.
 
-    python -m rehearsal.readiness [--records data/rehearsal/rehearsal.json] [--pipelines ...]
+    python -m rehearsal.readiness [--records rehearsal/records.json] [--pipelines ...]
 
 Per network a stage trains or runs (`rehearsal.paper_work`): its parameters and forward FLOPs,
 both measured on the network itself, built at the paper's shapes with random weights (FLOPs by
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 H100_BF16_DENSE = 989.4e12  # FLOP/s, H100 SXM, dense bf16 (NVIDIA's datasheet)
 UTILISATION = 0.4           # of that peak; stated, not measured
 BEGIN, END = "<!-- readiness -->", "<!-- /readiness -->"
+# Kept in git, as results are: the tables derive from them, and a fresh clone must regenerate the
+# same tables (the work copy under data/ does not survive a new checkout).
+RECORDS = Path(__file__).resolve().parent / "records.json"
 READMES = {"root": "README.md", "blackmamba": "papers/blackmamba/README.md",
            "masked_mixers": "papers/masked_mixers/README.md", "manticore": "papers/manticore/README.md"}
 
@@ -182,7 +185,7 @@ def render(pipeline: str, records: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
-    parser.add_argument("--records", nargs="+", type=Path, default=[ROOT / "data/rehearsal/rehearsal.json"],
+    parser.add_argument("--records", nargs="+", type=Path, default=[RECORDS],
                         help="rehearsal record files, later ones winning")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="cut every batch size to this many rows (default: the paper's batches)")
     parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default=None,
                         help="every trainer's precision (default: the paper's, bf16-mixed almost everywhere)")
-    parser.add_argument("--out", type=Path, default=ROOT / "data/rehearsal/rehearsal.json",
+    parser.add_argument("--out", type=Path, default=readiness.RECORDS,
                         help="the records; those of stages not rehearsed now are kept")
     parser.add_argument("--stages", nargs="+", metavar="STAGE",
                         help="only these stages of the chosen pipelines (default: all)")

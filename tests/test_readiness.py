@@ -84,3 +84,12 @@ def test_the_root_readme_adds_up_each_pipelines_last_passing_rehearsals():
     assert rows["manticore"] == [f"1 of {len(stages['manticore'])}", "10.0", f"0.5 GiB (`{manticore_stage}`)"]
     assert rows["blackmamba"] == [f"0 of {len(stages['blackmamba'])}", "0.0", ""]
     assert rows["all"] == ["", "11.5", ""]
+
+
+def test_the_committed_records_name_stages_that_exist():
+    # The tables are regenerated from these; a renamed stage would silently fall to "not rehearsed yet".
+    stages = {stage if pipeline == "root" else f"{dvc_file}:{stage}"
+              for pipeline, (dvc_file, names) in PIPELINES.items() for stage in names}
+    for record in json.loads(readiness.RECORDS.read_text()):
+        assert record["stage"] in stages, record["stage"]
+        assert {"pipeline", "date", "batch_rows", "precision", "seconds", "peak_pss_mib", "rc"} <= set(record)
