@@ -50,7 +50,8 @@ notebooks: $(STAMP)
 
 # The `paper` profile end to end on CPU, at the paper's shapes, on local stand-ins for the Hub, in a
 # throwaway copy under data/rehearsal/ (committed results and locks are left alone), in batches of 2 rows
-# and fp32 (the README says why). See rehearsal/run.py.
+# and fp32 (the README says why). It rewrites its records (rehearsal/records.json) and the READMEs'
+# readiness tables, which are committed. See rehearsal/run.py.
 rehearse: $(STAMP)
 	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true
 

@@ -147,3 +147,30 @@ def test_readme_tables_render_from_their_results_file_or_from_another_tables(tmp
     assert out == ("a\n<!-- table:runs -->\n_Profile `tiny`; generated from `results/runs.json`._\n\nn = 3\n"
                    "<!-- /table -->\nb\n<!-- table:runs_again -->\n_Profile `tiny`; generated from `results/runs.json`."
                    "_\n\nagain\n<!-- /table -->\n")
+
+
+@pytest.mark.parametrize("paper", ["blackmamba", "manticore", "masked_mixers"])
+def test_a_report_over_results_from_two_profiles_is_one_line_and_writes_nothing(paper, tmp_path, capsys):
+    # The paper rehearsal found it: Manticore's report, run over paper-profile MAD searches beside
+    # tiny-profile results, died on a KeyError deep in one claim.
+    import importlib
+    import json
+    import shutil
+
+    from tests.conftest import ROOT
+
+    module = importlib.import_module(f"papers.{paper}.report")
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / f"papers/{paper}/results", results)
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / f"papers/{paper}/README.md", readme)
+    last = results / f"{module.RESULTS[-1]}.json"
+    last.write_text(json.dumps({**json.loads(last.read_text()), "profile": "paper"}))
+    before = {path: path.read_bytes() for path in [readme, *results.iterdir()]}
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--results", str(results), "--readme", str(readme), "--claims", str(results / "claims.json"),
+                     "--metrics", str(results / "metrics.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different profiles" in err[0] and f"paper: {module.RESULTS[-1]}" in err[0], err
+    assert {path: path.read_bytes() for path in [readme, *results.iterdir()]} == before

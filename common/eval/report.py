@@ -68,13 +68,23 @@ def report_main(paper: str, tables: dict[str, Table], argv: list[str] | None = N
 
 
 def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[str, dict]:
-    """`results/<name>.json` of a paper, each by name; a missing one is a one-line error."""
+    """`results/<name>.json` of a paper, each by name; a missing one, or results from different
+    profiles, is a one-line error."""
     loaded = {}
     for name in names:
         path = results_dir / f"{name}.json"
         if not path.is_file():
             raise DataError(f"{path}: missing; run `dvc repro papers/{paper}/dvc.yaml` first")
         loaded[name] = json.loads(path.read_text())
+    # A stage rerun at another profile while the others were not (`dvc repro -s`) would put, say,
+    # paper-scale MAD searches beside tiny-scale retrainings in one claim.
+    by_profile: dict[str, list[str]] = {}
+    for name, result in loaded.items():
+        by_profile.setdefault(str(result.get("profile")), []).append(name)
+    if len(by_profile) > 1:
+        mixed = "; ".join(f"{profile}: {', '.join(names)}" for profile, names in sorted(by_profile.items()))
+        raise DataError(f"{results_dir}: the results come from different profiles ({mixed}); "
+                        f"rerun them at one profile with `dvc repro papers/{paper}/dvc.yaml`")
     return loaded
 
 
