@@ -237,11 +237,13 @@ def programmed_results(mad_searched: list[str]) -> dict:
                         "frankenmerges": {"gpt_neo then mamba": 1.7, "mamba then gpt_neo": 1.8}}}
 
 
-def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_nothing():
+@pytest.mark.parametrize("setting", ["mad_baseline", "manticore_as_run"], ids=["tiny", "paper"])
+def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_nothing(setting):
+    # At paper the MAD tasks are manticore_as_run's: the rehearsal's report died on a hard-coded mad_baseline.
     def programmed(accuracies: dict[str, float]) -> dict:
-        mad = {"tasks": {f"mad_baseline/{t}": {"programming": {"accuracy": a, "scored_positions": 600, "steps": 80}}
+        mad = {"tasks": {f"{setting}/{t}": {"programming": {"accuracy": a, "scored_positions": 600, "steps": 80}}
                          for t, a in accuracies.items()}}
-        sized = {"config": {"alpha": 0.01}, "tasks": {f"mad_baseline/{t}": {"chance": 0.14} for t in accuracies}}
+        sized = {"config": {"alpha": 0.01}, "tasks": {f"{setting}/{t}": {"chance": 0.14} for t in accuracies}}
         return programmed_claim(programmed_results(list(mad["tasks"])), mad, sized)
 
     entry = programmed({"in-context-recall": 0.9, "selective-copying": 0.15})

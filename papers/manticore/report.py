@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from common.errors import DataError
 from common.eval import report
 from common.eval.ledger import (
     above_chance,
@@ -884,12 +885,17 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
     (accuracy above chance, exact binomial test); the comparison itself is one seed on components
     pretrained on the same stories, so at best a reading."""
     summary = res["summary"]
-    searches = {t.split("/")[1]: mad["tasks"][t]["programming"] for t in res["mad_searched"]}
-    learned = {t: run_above_chance(r["accuracy"], r["scored_positions"], sizing["tasks"][f"mad_baseline/{t}"]["chance"],
-                                   sizing["config"]["alpha"]) for t, r in searches.items()}
-    searched = "; ".join(f"{t} {r['accuracy']:.3f} (chance {sizing['tasks'][f'mad_baseline/{t}']['chance']:.3f}, "
+    # Keyed by setting/task: the setting is the profile's (mad_baseline at tiny, manticore_as_run at paper).
+    searches = {t: mad["tasks"][t]["programming"] for t in res["mad_searched"]}
+    if unsized := [t for t in searches if t not in sizing["tasks"]]:
+        raise DataError(f"mad_sizing.json has no chance level for {', '.join(unsized)}; rerun mad_sizing with "
+                        "mad_experiments' settings")
+    chance = {t: sizing["tasks"][t]["chance"] for t in searches}
+    learned = {t: run_above_chance(r["accuracy"], r["scored_positions"], chance[t], sizing["config"]["alpha"])
+               for t, r in searches.items()}
+    searched = "; ".join(f"{t.split('/')[1]} {r['accuracy']:.3f} (chance {chance[t]:.3f}, "
                          f"{'above' if learned[t] else 'at'})" for t, r in searches.items())
-    at_chance = [t for t, ok in learned.items() if not ok]
+    at_chance = [t.split("/")[1] for t, ok in learned.items() if not ok]
     steps = {r["steps"] for r in searches.values()}
     why = (f"the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
            f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)}), so their mean alphas are not yet "
