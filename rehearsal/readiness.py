@@ -100,8 +100,7 @@ def _rehearsed(record: dict | None) -> str:
     if record is None:
         return "not rehearsed yet"
     rows = "paper batches" if record.get("batch_rows") is None else f"batches of {record['batch_rows']}"
-    peak = "peak not kept" if record["peak_pss_mib"] is None else f"{record['peak_pss_mib'] / 1024:.1f} GiB"
-    return (f"{peak}, {record['seconds'] / 60:.1f} min "
+    return (f"{record['peak_pss_mib'] / 1024:.1f} GiB, {record['seconds'] / 60:.1f} min "
             f"({record.get('date', 'undated')}, {rows}, {record.get('precision') or 'paper precision'})")
 
 
@@ -163,8 +162,7 @@ def rehearsal_totals(records: dict[str, dict]) -> str:
         passed = [records[t] for t in targets if t in records]
         minutes = sum(r["seconds"] for r in passed) / 60
         all_minutes += minutes
-        # Records recovered from a log may lack the peak (`peak_pss_mib` None).
-        peak = max((r for r in passed if r["peak_pss_mib"] is not None), key=lambda r: r["peak_pss_mib"], default=None)
+        peak = max(passed, key=lambda r: r["peak_pss_mib"], default=None)
         peak_text = "" if peak is None else f"{peak['peak_pss_mib'] / 1024:.1f} GiB (`{peak['stage'].split(':')[-1]}`)"
         lines.append(f"| {pipeline} | {len(passed)} of {len(targets)} | {minutes:.1f} | {peak_text} |")
     lines.append(f"| all | | {all_minutes:.1f} | |")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import math
+import shutil
 
 import pytest
 
@@ -18,6 +21,7 @@ from common.eval.ledger import (
     paired_differences,
     run_above_chance,
 )
+from tests.conftest import ROOT
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom (statistical tables)
 
@@ -153,12 +157,6 @@ def test_readme_tables_render_from_their_results_file_or_from_another_tables(tmp
 def test_a_report_over_results_from_two_profiles_is_one_line_and_writes_nothing(paper, tmp_path, capsys):
     # The paper rehearsal found it: Manticore's report, run over paper-profile MAD searches beside
     # tiny-profile results, died on a KeyError deep in one claim.
-    import importlib
-    import json
-    import shutil
-
-    from tests.conftest import ROOT
-
     module = importlib.import_module(f"papers.{paper}.report")
     results = tmp_path / "results"
     shutil.copytree(ROOT / f"papers/{paper}/results", results)
