@@ -7,8 +7,9 @@ What it does, in order:
 
 1. Copies the working tree (tracked files and untracked ones git does not ignore) into a
    throwaway directory, so the committed results and locks are never touched. With
-   `--keep-outputs` the directory is kept and only the files no stage writes are copied again, so
-   a later rehearsal of some stages (`--stages`) reads what earlier ones left there.
+   `--keep-outputs` the directory is kept and only the files no stage writes (and the READMEs,
+   whose generated blocks a report rewrites) are copied again, so a later rehearsal of some stages
+   (`--stages`) reads what earlier ones left there.
 2. Rewrites every params file there with `rehearsal.profile.rehearsal_params`: `profile: paper`,
    the paper's shapes, run lengths cut to a step; with `--batch-rows N`, batches of N rows.
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
@@ -81,12 +82,19 @@ def stage_outputs(work: Path) -> set[Path]:
     return written
 
 
+def kept_outputs(work: Path) -> set[Path]:
+    """What `--keep-outputs` keeps: every stage output but the READMEs. A report stage rewrites only
+    the generated blocks of its README, so the README it reads must be this checkout's: an old one
+    lacks the blocks of stages added since."""
+    return {path for path in stage_outputs(work) if path.name != "README.md"}
+
+
 def prepare(work: Path, batch_rows: int | None, precision: str | None, keep_outputs: bool = False) -> None:
     if work.exists() and not keep_outputs:
         shutil.rmtree(work)
     fresh = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
-    copy_tree(ROOT, work, skip=set() if fresh else stage_outputs(ROOT))
+    copy_tree(ROOT, work, skip=set() if fresh else kept_outputs(ROOT))
     if fresh:
         # Its own repository: inside this one, under an ignored path, DVC would refuse every dvc.yaml.
         subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
