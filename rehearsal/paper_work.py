@@ -156,13 +156,19 @@ def _mm_sizes():
 def _mm_trained(section: str) -> list[Work]:
     from papers.masked_mixers.compare import CompareConfig, load_norms_section
     from papers.masked_mixers.models import build_model
+    from papers.masked_mixers.one_step import load_section as load_one_step_section
+    from papers.masked_mixers.train_test_gap import load_section as load_gap_section
+    from papers.masked_mixers.variants import load_section as load_variants_section
 
     vocab, _, _ = root_sizes()
-    if section == "norms":  # its loader reads a file: a copy that names the profile
+    # Sections trained with the clm section's recipe: their loaders read a file, so a copy that names the profile.
+    loaders = {"norms": load_norms_section, "mixer_variants": load_variants_section, "train_test_gap": load_gap_section,
+               "one_step": load_one_step_section}
+    if section in loaders:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "params.yaml"
             path.write_text(yaml.safe_dump(paper_params(MM_PARAMS)))
-            cfg, sizes, _ = load_norms_section(path)
+            cfg, sizes = loaders[section](path)[:2]
     else:
         cfg, sizes = stage_config(paper_params(MM_PARAMS), section, CompareConfig), _mm_sizes()
     return [Work(name, lambda name=name: build_model(sizes.spec(name), sizes, vocab), sizes.n_ctx,
@@ -218,6 +224,9 @@ def mm_retrieval() -> list[Work]:
 MASKED_MIXERS_STAGES: dict[str, Callable[[], list[Work]] | str] = {
     "clm": lambda: _mm_trained("clm"),
     "norms": lambda: _mm_trained("norms"),
+    "mixer_variants": lambda: _mm_trained("mixer_variants"),
+    "train_test_gap": lambda: _mm_trained("train_test_gap"),
+    "one_step": lambda: _mm_trained("one_step"),
     "representation": "gradient steps on inputs of untrained and clm models (minutes)",
     "generation": mm_generation,
     "autoencoders": lambda: _mm_trained("autoencoders"),

@@ -33,7 +33,7 @@ ONE_KEYS = {"limit_val_batches", "eval_batches", "batches", "repeats", "warmup_s
 # Rows and documents: at most this many. It is at least every `paper` batch size (128), so batch
 # shapes stay full, and at most the rows of each data set stand-in (rehearsal.standins.N_ROWS).
 ROWS = 256
-ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "eval_rows"}
+ROW_KEYS = {"n_train", "n_validation", "n_val", "n_test", "n_projector", "items_per_task", "eval_rows", "train_rows"}
 # Held-out rows, which stages score in full, outside the trainer's validation batches: with
 # `batch_rows`, a few batches of them (256 rows of 512 tokens through a 255M-parameter hybrid cost
 # minutes per run on 2 cores, and Manticore's specialists stage scores a dozen runs). Not `n_test`:

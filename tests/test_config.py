@@ -83,8 +83,8 @@ def test_profiles_merge_base_and_reject_unknowns():
 def stage_sections(folder: Path) -> dict[str, type]:
     """Section -> config class, for every stage module in `folder` that calls
     `load_stage(args.params, "<section>", <Class>)` or `load_paper_stage(...)` (which also reads the
-    paper's shared `models` section), and for Masked Mixers' `compare`, which reads the section its
-    `--section` names."""
+    paper's shared `models` section) or Masked Mixers' `clm_recipe(params_path, "<section>", <Class>)`,
+    and for Masked Mixers' `compare`, which reads the section its `--section` names."""
     import importlib
     import re
 
@@ -93,8 +93,10 @@ def stage_sections(folder: Path) -> dict[str, type]:
     found = {}
     for path in sorted(folder.glob("*.py")):
         module = None
-        for loader, section, cls in re.findall(r'(load_stage|load_paper_stage)\(args\.params, "(\w+)", (\w+)\)',
-                                               path.read_text()):
+        # `clm_recipe` (Masked Mixers): a section trained with the clm section's recipe.
+        for loader, section, cls in re.findall(
+                r'(load_stage|load_paper_stage|clm_recipe)\((?:args\.)?params(?:_path)?, "(\w+)", (\w+)\)',
+                path.read_text()):
             module = module or importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
             found[section] = getattr(module, cls)
             if loader == "load_paper_stage":
@@ -104,7 +106,8 @@ def stage_sections(folder: Path) -> dict[str, type]:
     if folder.name == "masked_mixers":
         from papers.masked_mixers.compare import SECTIONS, CompareConfig
 
-        found.update(dict.fromkeys(SECTIONS, CompareConfig))
+        for section in SECTIONS:
+            found.setdefault(section, CompareConfig)
     return found
 
 

@@ -197,3 +197,75 @@ def test_hidden_states_are_what_the_model_feeds_its_head(name):
     ids = torch.randint(0, V, (2, T))
     h = hidden_states(model, model.embed(ids), final_norm=True)
     torch.testing.assert_close(model.head(h), model(ids), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("module", "section", "params", "message"), [
+    ("variants", "mixer_variants", {"models": ["mixer_k4"], "baseline": "mixer_k4"}, "mixer_k4 is the baseline"),
+    ("variants", "mixer_variants", {"models": ["mixer_k4"], "baseline": "llama_h8"},
+     "llama_h8 is not trained by the clm section"),
+    ("variants", "mixer_variants", {"models": ["mixer_autoencoder"]}, "mixer_autoencoder has kind 'autoencoder'"),
+    ("variants", "mixer_variants", {"models": ["mixer_k5"]}, "no architecture 'mixer_k5'"),
+    ("train_test_gap", "train_test_gap", {"models": ["mixer_k4"]}, "mixer_k4 is not trained by the clm section"),
+    ("train_test_gap", "train_test_gap", {"train_rows": 8, "eval_rows": 16},
+     "eval_rows: 16 is more than the 8 training stories"),
+    ("train_test_gap", "train_test_gap", {"train_rows": 0}, "train_rows"),
+    ("one_step", "one_step", {"models": ["mixer_k4"]}, "mixer_k4 is not trained by the clm section"),
+    ("one_step", "one_step", {"models": []}, "models: list at least one"),
+])
+def test_bad_params_of_the_clm_recipe_stages_exit_2_with_one_line(module, section, params, message, tmp_path,
+                                                                    monkeypatch, capsys):
+    """The stages that train with the clm section's recipe refuse a bad section before writing anything."""
+    import importlib
+
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw[section]["smoke"] = params
+    params_file = tmp_path / "masked_mixers.yaml"
+    params_file.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    Path("params.yaml").write_text("profile: smoke\n")
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"papers.masked_mixers.{module}").main(
+            ["--params", str(params_file), "--data", "d", "--tokenizer", "t", "--run-dir", "r", "--results", "x"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not Path("x").exists() and not Path("r").exists()
+
+
+def test_a_train_test_gap_subset_larger_than_the_data_exits_2_with_one_line(smoke_data, tmp_path, monkeypatch, capsys):
+    from papers.masked_mixers import train_test_gap
+
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["train_test_gap"]["smoke"] = {"train_rows": 10**6}
+    params = tmp_path / "masked_mixers.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    Path("params.yaml").write_text("profile: smoke\n")
+    with pytest.raises(SystemExit) as exit_info:
+        train_test_gap.main(["--params", str(params), "--data", str(smoke_data["tokenized"] / "padded"), "--tokenizer",
+                             str(smoke_data["tokenizer"]), "--run-dir", "r", "--results", "x"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train_rows: 1000000, but" in err[0], err
+    assert not Path("r/data").exists() and not Path("x").exists()
+
+
+@pytest.mark.parametrize("name", ["mixer_flat", "llama_h4", "gpt"])
+def test_one_step_completion_predicts_the_second_half_from_the_first_alone(name):
+    """After the cut no prediction position may know any second-half token, its own included: the
+    logits of every second-half position depend on the first half only, and they do depend on it."""
+    from papers.masked_mixers.one_step import one_step_model
+
+    torch.manual_seed(0)
+    model = one_step_model(sizes().spec(name), sizes(), V).double().eval()
+    ids = torch.randint(0, V, (1, T))
+    half = T // 2
+    logits = model(ids)
+    for t in range(T):
+        changed = ids.clone()
+        changed[0, t] = (ids[0, t] + 1) % V
+        moved = (model(changed)[0, half:] - logits[0, half:]).abs().amax().item()
+        if t >= half:
+            assert moved == 0, f"position {t}'s token reaches the second half's predictions"
+        else:
+            assert moved > 1e-9, f"position {t}'s token does not reach the second half's predictions"

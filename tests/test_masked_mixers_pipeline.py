@@ -12,8 +12,8 @@ from nbclient import NotebookClient
 
 from tests.test_dvc import _run, copy_checkout
 
-STAGES = ("clm", "norms", "representation", "generation", "autoencoders", "bidirectional", "summaries", "retrieval",
-          "memory", "expansion", "report")
+STAGES = ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "representation", "generation",
+          "autoencoders", "bidirectional", "summaries", "retrieval", "memory", "expansion", "report")
 RESULTS = "papers/masked_mixers/results"
 
 
@@ -34,7 +34,7 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for name in ("clm_loss.png", "autoencoders_loss.png", "bidirectional_loss.png", "claims.json", "metrics.json"):
         assert (results / name).stat().st_size > 0, name
 
-    for section in ("clm", "norms", "autoencoders", "bidirectional"):
+    for section in ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "autoencoders", "bidirectional"):
         res = json.loads((results / f"{section}.json").read_text())
         assert res["profile"] == "smoke" and res["chance_loss"] > 0
         for name, model in res["models"].items():
@@ -45,6 +45,14 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     assert norms["recipe_of"] == "clm" and set(norms["models"]) == {"mixer_flat", "llama_h4"}
     for name, model in norms["models"].items():
         assert model["n_params"] < clm["models"][name]["n_params"], f"{name} without its norms has fewer parameters"
+    variants = json.loads((results / "mixer_variants.json").read_text())
+    assert variants["baseline"]["name"] == "mixer_flat" and set(variants["models"]) == {"mixer_k4", "mixer_heads2_k4"}
+    assert all(m["forward_flops_per_row"] > variants["baseline"]["forward_flops_per_row"]
+               for m in variants["models"].values()), "a kernel of 4 costs more per step than a kernel of 1"
+    gap = json.loads((results / "train_test_gap.json").read_text())
+    assert gap["train_rows"] == 8 and gap["epochs"] > 1, "the subset comes round more than once"
+    assert all(run["gap"] == pytest.approx(run["scored_val_loss"] - run["scored_train_loss"], abs=2e-4)
+               for model in gap["models"].values() for run in model["seeds"].values())
     rep = json.loads((results / "representation.json").read_text())["results"]
     assert set(rep) == {"untrained/d16_l2", "untrained/d32_l2", "trained/d16_l2"}
     assert set(rep["untrained/d32_l2"]["llama_h4"]["2"]) == {"full", "last_token"}
@@ -74,7 +82,9 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     claims = json.loads((results / "claims.json").read_text())["claims"]
     assert {"clm-mixer-vs-llama", "fig3-untrained-transformer", "bidirectional-as-clm",
             "fig-s1-expansion-unused-parameters", "fig-s3-flat-passes-more-between-tokens",
-            "tables-s1-s3-width-sweep", "blog-mixer-slower-without-norms"} <= {c["id"] for c in claims}
+            "tables-s1-s3-width-sweep", "blog-mixer-slower-without-norms", "sec3-4-kernel4-lower-loss-per-step",
+            "tab-s5-two-heads-slightly-better", "sec4-2-cosine-unsuitable-for-mixers",
+            "sec6-1-mixer-larger-train-test-gap", "blog-one-step-completion-parity"} <= {c["id"] for c in claims}
 
     notebook_path = repo / "notebooks" / "masked_mixers.ipynb"
     notebook = nbformat.read(notebook_path, as_version=4)

@@ -172,3 +172,102 @@ def test_a_mixer_without_norms_is_judged_on_spikes_and_on_its_loss_gap_apart():
                                                     "blog-mixer-slower-without-norms": "not reproduced"}
     assert verdicts(SPIKY[:1] + SMOOTH[1:], [1.50, 1.52, 1.49])["blog-mixer-stable-without-norms"] == "not reproduced"
     assert verdicts(SMOOTH, [5.1, 5.2, 5.3])["blog-mixer-stable-without-norms"] == "inconclusive"
+
+
+def _variants(losses: dict[str, list[float]], flops: dict[str, int]) -> tuple[dict, dict]:
+    """mixer_variants results with the given per-seed losses, and clm results holding the baseline."""
+    clm = _results({"mixer_flat": losses.pop("mixer_flat")}, {"mixer_flat": 0.01})
+    var = _results(losses, dict.fromkeys(losses, 0.01))
+    for res in (clm, var):
+        res["seeds"] = [0, 1, 2]
+    var["baseline"] = {"name": "mixer_flat", "forward_flops_per_row": flops.pop("mixer_flat")}
+    for name, count in flops.items():
+        var["models"][name]["forward_flops_per_row"] = count
+    return var, clm
+
+
+def test_kernel_and_heads_variants_are_judged_beside_the_clm_flat_mixer_of_the_same_seeds():
+    from papers.masked_mixers.report import variants_claims
+
+    flops = {"mixer_flat": 100, "mixer_k4": 125, "mixer_heads2_k4": 150}
+    var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_k4": [1.40, 1.30, 1.50],
+                          "mixer_heads2_k4": [1.38, 1.28, 1.48]}, dict(flops))
+    entries = {e["id"]: e for e in variants_claims(var, clm)}
+    kernel, heads = entries["sec3-4-kernel4-lower-loss-per-step"], entries["tab-s5-two-heads-slightly-better"]
+    # Paired by seed: the seeds' spread (0.1) is far larger than the gap, which every seed shares.
+    assert kernel["difference"]["mean"] == pytest.approx(-0.1) and kernel["verdict"] == "reproduced"
+    assert heads["difference"]["mean"] == pytest.approx(-0.02) and heads["verdict"] == "reproduced"
+    assert "1.25x" in kernel["evidence"] and "1.50x" in heads["evidence"]
+
+    var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_k4": [1.60, 1.50, 1.70],
+                          "mixer_heads2_k4": [1.60, 1.50, 1.70]}, dict(flops))
+    assert variants_claims(var, clm)[0]["verdict"] == "not reproduced"
+    clm["steps"] = 300
+    with pytest.raises(ValueError, match="different steps or seeds"):
+        variants_claims(var, clm)
+
+
+@pytest.mark.parametrize(("model", "cosine", "verdict"), [
+    (LEARNED, 0.03, "reproduced"),  # the trained retrieval model beats ranking by cosine similarity
+    (AT_CHANCE, 0.03, "inconclusive"),  # a retrieval model at chance leaves nothing to fall short of
+    (AT_CHANCE, 0.30, "inconclusive"),
+    ([0.10, 0.11, 0.12], 0.30, "not reproduced"),
+])
+def test_cosine_ranking_is_judged_against_the_retrieval_model_on_the_same_embeddings(model, cosine, verdict):
+    from papers.masked_mixers.report import cosine_claim
+
+    ret = _retrieval({"mixer_trained": model, "mixer_trained_mean": LEARNED}, cosine=cosine)
+    entry = cosine_claim(ret)
+    assert entry["id"] == "sec4-2-cosine-unsuitable-for-mixers" and entry["verdict"] == verdict
+
+
+def _gaps(mixer: list[float], llama: list[float], val: float = 2.0) -> tuple[dict, dict]:
+    """train_test_gap results with the given per-seed gaps, and clm results at one pass."""
+    def runs(gaps):
+        return {str(k): {"gap": g, "scored_val_loss": val, "scored_train_loss": val - g} for k, g in enumerate(gaps)}
+
+    gap = {"profile": "tiny", "steps": 600, "seeds": [0, 1, 2], "chance_loss": 5.0, "eval_rows": 512, "epochs": 9.38,
+           "train_rows": 1024, "models": {"mixer_flat": {"seeds": runs(mixer)}, "llama_h4": {"seeds": runs(llama)}}}
+    one_pass = {str(k): {"val_loss": 1.0, "train_loss": 1.01} for k in range(3)}
+    clm = {"steps": 600, "seeds": [0, 1, 2], "batch_size": 16,
+           "models": {"mixer_flat": {"seeds": one_pass}, "llama_h4": {"seeds": one_pass}}}
+    return gap, clm
+
+
+@pytest.mark.parametrize(("mixer", "llama", "val", "verdict"), [
+    ([0.020, 0.022, 0.019], [0.010, 0.012, 0.009], 2.0, "reproduced"),  # about the paper's 0.01
+    ([0.30, 0.32, 0.29], [0.10, 0.12, 0.09], 2.0, "direction reproduced"),  # every seed, twenty times the size
+    ([0.10, 0.12, 0.09], [0.30, 0.32, 0.29], 2.0, "not reproduced"),
+    ([0.30, 0.32, 0.29], [0.10, 0.12, 0.09], 5.1, "inconclusive"),  # validation loss at the unigram loss
+])
+def test_the_train_test_gap_is_the_mixers_minus_the_transformers_per_seed(mixer, llama, val, verdict):
+    from papers.masked_mixers.report import train_test_gap_claim
+
+    entry = train_test_gap_claim(*_gaps(mixer, llama, val))
+    assert entry["id"] == "sec6-1-mixer-larger-train-test-gap" and entry["verdict"] == verdict
+    assert "mixer_flat -0.010" in entry["control"]
+
+
+def _one_step(mixer: list[float], llama: list[float], late: float = 0.01) -> tuple[dict, dict]:
+    one = _results({"mixer_flat": mixer, "llama_h4": llama}, {"mixer_flat": late, "llama_h4": late})
+    clm = _results({"mixer_flat": [1.5, 1.4, 1.6], "llama_h4": [0.9, 0.85, 0.88]},
+                   {"mixer_flat": 0.01, "llama_h4": 0.01})
+    for res in (one, clm):
+        res["seeds"], res["sizes"] = [0, 1, 2], {"n_ctx": 128}
+    one["prefix"] = 64
+    return one, clm
+
+
+@pytest.mark.parametrize(("mixer", "llama", "late", "verdict"), [
+    ([3.00, 3.10, 2.95], [2.99, 3.09, 2.95], 0.01, "reproduced"),  # within +-0.05 in every seed
+    ([3.00, 3.10, 2.95], [2.99, 3.09, 2.95], 0.08, "inconclusive"),  # parity, but the last fifth moves more
+    ([3.50, 3.60, 3.45], [3.00, 3.08, 2.97], 0.10, "not reproduced"),  # a gap of 0.5 the last fifth cannot close
+    ([3.50, 3.60, 3.45], [3.00, 3.08, 2.97], 0.60, "inconclusive"),  # ... unless the models still move that much
+    ([5.01, 5.02, 4.99], [5.00, 5.01, 5.02], 0.01, "inconclusive"),  # at the unigram loss: parity of nothing
+])
+def test_one_step_parity_is_an_equivalence_that_must_settle(mixer, llama, late, verdict):
+    from papers.masked_mixers.report import one_step_claim
+
+    entry = one_step_claim(*_one_step(mixer, llama, late))
+    assert entry["id"] == "blog-one-step-completion-parity" and entry["verdict"] == verdict
+    assert "+0.623" in entry["control"]  # the causal gap of the same models, the claim's contrast

@@ -31,7 +31,7 @@ retrieval stages read the `clm` and `autoencoders` ones.
 
 from __future__ import annotations
 
-from common.stages import load_stage, stage_cli
+from common.stages import stage_cli
 
 # Declared before the other imports, so that `--help` answers without loading torch and Lightning.
 # ruff: noqa: E402
@@ -41,26 +41,18 @@ CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "results",
                 options={"--section": {"choices": list(SECTIONS), "required": True}})
 
 import logging
-from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from common.config import stage_config
-from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
-from common.eval.chance import unigram_loss
-from common.io import write_json
-from common.parallel import run_jobs
-from common.training.optim import OptimConfig
-from common.training.trainer import TrainerConfig
-from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
-from papers.masked_mixers.shared import load_paper_stage, plot_seed_curves, vocab_size
-from papers.masked_mixers.train import CompareConfig, run_dir_of, train_network
+from papers.masked_mixers.models import ArchSpec, ModelsConfig
+from papers.masked_mixers.runs import check_clm_models, clm_recipe, model_entry, train_section, write_results
+from papers.masked_mixers.shared import load_paper_stage, vocab_size
+from papers.masked_mixers.train import CompareConfig
 
 log = logging.getLogger("mm_compare")
-LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves there
 
 
 @dataclass
@@ -76,13 +68,8 @@ class NormsConfig:
 
 def load_norms_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str]:
     """The clm section's recipe with the norms section's models, and those models without norms."""
-    own, profile, params = load_stage(params_path, "norms", NormsConfig)
-    recipe = stage_config(params, "clm", CompareConfig, profile)
-    missing = [name for name in own.models if name not in recipe.models]
-    if missing:
-        raise ConfigError(f"norms.models: {missing[0]} is not trained by the clm section, so it has no run with its "
-                          f"norms to compare with; allowed: {', '.join(recipe.models)}")
-    sizes = stage_config(params, "models", ModelsConfig, profile)
+    own, recipe, sizes, profile = clm_recipe(params_path, "norms", NormsConfig)
+    check_clm_models("norms", own.models, recipe, "with its norms to compare with")
     archs = {**sizes.archs, **{name: replace(sizes.spec(name), norm="none", final_norm="none") for name in own.models}}
     return replace(recipe, models=own.models), replace(sizes, archs=archs), profile
 
@@ -93,34 +80,6 @@ def check_kind(section: str, name: str, spec: ArchSpec) -> None:
     fits = spec.kind == wanted if wanted else spec.kind != "autoencoder"
     if not fits:
         raise ConfigError(f"{section}.models: {name} is a {spec.kind}, which does not belong here")
-
-
-def train_one(name: str, seed: int, spec: ArchSpec, sizes: ModelsConfig, vocab: int, data: Path, run_dir: Path,
-              optim: OptimConfig, trainer: TrainerConfig, batch_size: int) -> dict:
-    log.info("training %s, seed %d", name, seed)
-    return train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=data,
-                         n_ctx=sizes.n_ctx, run_dir=run_dir, optim=optim, trainer_cfg=trainer, batch_size=batch_size,
-                         seed=seed, shift_labels=spec.kind != "autoencoder",
-                         run_config={"arch": asdict(spec), "sizes": asdict(sizes)})
-
-
-def late_movement(history: list[dict], steps: int) -> float:
-    """Validation loss at the first validation after (1 - LATE_FRACTION) of the steps, minus the last."""
-    vals = [(row["step"], row["val/loss"]) for row in history if "val/loss" in row]
-    start = next(loss for step, loss in vals if step + 1 >= (1 - LATE_FRACTION) * steps)
-    return start - vals[-1][1]
-
-
-def chance_loss(data: Path, vocab: int, n_ctx: int) -> float:
-    """The unigram loss of the stories' tokens within the window, padding excluded."""
-    tokenized = load_tokenized(data)
-
-    def tokens(split):
-        rows = tokenized[split].with_format("numpy")[:]
-        ids, mask = rows["input_ids"][:, :n_ctx], rows["attention_mask"][:, :n_ctx]
-        return ids[mask.astype(bool)]
-
-    return unigram_loss([tokens("train")], [tokens("validation")], vocab)
 
 
 @exit_on_user_error
@@ -135,32 +94,17 @@ def main(argv: list[str] | None = None) -> None:
     for name, spec in specs.items():
         check_kind(args.section, name, spec)
 
-    jobs = [dict(name=name, seed=seed, spec=spec, sizes=sizes, vocab=vocab, data=args.data,
-                 run_dir=run_dir_of(args.run_dir, name, seed), optim=cfg.optim, trainer=cfg.trainer,
-                 batch_size=cfg.batch_size) for name, spec in specs.items() for seed in cfg.seeds]
-    results = iter(run_jobs(train_one, jobs, cfg.workers))
+    trained = train_section(cfg, sizes, vocab, args.data, args.run_dir)
     steps = cfg.trainer.max_steps
     models = {}
     for name, spec in specs.items():
-        runs = {str(seed): next(results) for seed in cfg.seeds}
-        first = next(iter(runs.values()))
-        models[name] = {"kind": spec.kind, "pattern": spec.pattern, "n_params": first["n_params"],
-                        "seeds": {seed: {**run, "late_movement": round(late_movement(run["history"], steps), 4)}
-                                  for seed, run in runs.items()}}
+        runs = trained[name]
+        models[name] = model_entry(spec, runs, steps)
         losses = [run["val_loss"] for run in runs.values()]
         log.info("%-26s val %.3f +- %.3f over %d seeds", name, np.mean(losses), np.std(losses), len(losses))
 
-    args.results.mkdir(parents=True, exist_ok=True)
-    plot_seed_curves(models, args.results / f"{args.section}_loss.png",
-                     f"{args.section} ({profile}): d_model {sizes.d_model}, {sizes.n_layers} layers, "
-                     f"{len(cfg.seeds)} seeds")
-    write_json(args.results / f"{args.section}.json", {
-        "profile": profile, "steps": steps, "batch_size": cfg.batch_size, "seeds": cfg.seeds,
-        **({"recipe_of": "clm", "removed": ["norm", "final_norm"]} if args.section == "norms" else {}),
-        "late_fraction": LATE_FRACTION, "chance_loss": round(chance_loss(args.data, vocab, sizes.n_ctx), 4),
-        "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "vocab_size": vocab,
-        "models": models,
-    })
+    write_results(args.results, args.section, profile, cfg, sizes, vocab, args.data, models,
+                  {"recipe_of": "clm", "removed": ["norm", "final_norm"]} if args.section == "norms" else {})
 
 
 if __name__ == "__main__":
