@@ -263,6 +263,10 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
             write_json(state_path, {"key": run_key, "complete": False})
         else:
             log.info("resuming from %s", ckpt_dir / "last.ckpt")
+        # Lightning deletes an earlier metrics file itself, but warns first, on every rerun and
+        # resume: the logs start afresh either way, here without the warning.
+        if trainer.logger is not None:
+            shutil.rmtree(trainer.logger.log_dir, ignore_errors=True)
     trainer.strategy.barrier()
     trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
     if trainer.is_global_zero:
