@@ -10,7 +10,8 @@ also runs each job with one thread, so parallel and serial results are identical
 changes the order of floating-point reductions, and with it the last bits of every loss.
 
 `fn` and the jobs must be picklable: a module-level function and plain data. A job's exception
-(a `UserError` included) is raised again in the caller. A `TrainerConfig`'s `threads` is a
+(a `UserError` included) is raised again in the caller. A worker exits when its caller is gone, so
+a killed stage leaves no run training on. A `TrainerConfig`'s `threads` is a
 ceiling, so a job's training stays at the one thread set here.
 
 Progress: the workers' training runs report their steps to the caller (`progress_queue`), which
@@ -25,6 +26,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -88,6 +90,16 @@ def _init_worker(queue) -> None:
     _progress = queue
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit once the caller is gone. A stage killed by a signal to its own process (`kill PID`, as
+    opposed to Ctrl-C, which reaches the whole group) left its workers training on, into the run
+    directories a rerun then used too. An orphan is adopted by another process: its parent id changes."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 class JobProgress:

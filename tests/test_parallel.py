@@ -60,3 +60,57 @@ def test_workers_report_every_step_to_one_bar_in_the_caller(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="common.parallel"):
         run_jobs(train_job, jobs, workers=2)
     assert "4 of 4 jobs done, 20 training steps" in caplog.text
+
+
+def sleep_and_note_pid(folder: str, seconds: float) -> None:
+    import os
+    import time
+    from pathlib import Path
+
+    Path(folder, str(os.getpid())).touch()
+    time.sleep(seconds)
+
+
+KILLED_CALLER = """
+import sys
+from common.parallel import run_jobs
+from tests.test_parallel import sleep_and_note_pid
+run_jobs(sleep_and_note_pid, [{"folder": sys.argv[1], "seconds": 120}] * 2, workers=2)
+"""
+
+
+def test_workers_exit_when_the_caller_is_killed(tmp_path):
+    """A stage killed by a signal to its own process (not its group) must not leave its workers
+    training on: they kept writing into the run directories a rerun was using."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    caller = subprocess.Popen([sys.executable, "-c", KILLED_CALLER, str(tmp_path)], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    workers = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(workers) == 2, "the workers never started"
+    caller.send_signal(signal.SIGKILL)
+    caller.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie no one reaps yet is gone for our purpose
+            return stat.read().split(")")[-1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [pid for pid in workers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their caller"
