@@ -248,7 +248,7 @@ def train_test_gap_claim(gap: dict, clm: dict) -> dict:
     diff = paired_differences(gaps(mixer), gaps(transformer))
     learned = all(above_chance([run["scored_val_loss"] for run in gap["models"][name]["seeds"].values()],
                                gap["chance_loss"], higher_is_better=False) for name in (mixer, transformer))
-    # Tables S1/S3/S4: gaps of 0.04-0.05 for flat mixers, 0.02-0.05 for Llamas, about one epoch.
+    # Tables S1/S3/S4: gaps of 0.04-0.05 for flat mixers, 0.02-0.05 for Llamas (eval - train).
     verdict, why = judge_difference(diff, +1, above_chance_ok=learned, paper_effect=0.01)
     rows = clm["batch_size"] * clm["steps"]
     return claim_entry(

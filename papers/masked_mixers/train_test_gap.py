@@ -25,13 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import datasets
-import torch
 
 from common.config import bounded
-from common.data.datamodule import collate_lm
 from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
-from common.training.modules import token_cross_entropy
+from common.eval.heldout import heldout_loss
 from papers.masked_mixers.derived_data import derived_tokenized
 from papers.masked_mixers.models import ModelsConfig, build_model
 from papers.masked_mixers.runs import check_clm_models, clm_recipe, model_entry, train_section, write_results
@@ -75,21 +73,6 @@ def training_subset(data: Path, rows: int, out: Path) -> Path:
     return derived_tokenized(data, out, STAGE, {"train_rows": rows}, subset)
 
 
-@torch.no_grad()
-def mean_loss(net: torch.nn.Module, rows: datasets.Dataset, batch_size: int, n_ctx: int) -> float:
-    """Cross-entropy per predicted token over `rows` cut to their first `n_ctx` tokens, as training
-    cuts them (padding excluded), in eval mode."""
-    net.eval()
-    total, count = 0.0, 0
-    for start in range(0, len(rows), batch_size):
-        batch = collate_lm([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
-        ids, labels = batch["input_ids"][:, :n_ctx], batch["labels"][:, :n_ctx]
-        tokens = int((labels[:, 1:] != -100).sum())
-        total += float(token_cross_entropy(net(ids), labels)) * tokens
-        count += tokens
-    return total / count
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
@@ -99,16 +82,14 @@ def main(argv: list[str] | None = None) -> None:
 
     trained = train_section(cfg, sizes, vocab, subset, args.run_dir)
     data = load_tokenized(subset)
-    scored = {split: data[split].select(range(min(own.eval_rows, len(data[split])))).with_format("numpy")
-              for split in ("train", "validation")}
     steps = cfg.trainer.max_steps
     models = {}
     for name, runs in trained.items():
         models[name] = model_entry(sizes.spec(name), runs, steps)
         for seed, run in models[name]["seeds"].items():
             net = load_weights(build_model(sizes.spec(name), sizes, vocab), run_dir_of(args.run_dir, name, int(seed)))
-            losses = {split: round(mean_loss(net, rows, cfg.batch_size, sizes.n_ctx), 4)
-                      for split, rows in scored.items()}
+            losses = {split: round(heldout_loss(net, data[split].with_format("numpy"), cfg.batch_size, sizes.n_ctx,
+                                                max_rows=own.eval_rows), 4) for split in ("train", "validation")}
             run.update(scored_train_loss=losses["train"], scored_val_loss=losses["validation"],
                        gap=round(losses["validation"] - losses["train"], 4))
 
