@@ -59,7 +59,7 @@ def table(accuracy: dict[str, float | list[float]], chance: float = 0.2, n: int 
                                  "models": {"gpt_neo": {"runs": False}, "mamba": model(programmed_at),
                                             "manticore": model(programmed_at)}}
     return {"profile": "tiny", "components": ["gpt_neo", "mamba"], "seeds": seeds,
-            "summary": {"match_tolerance": 0.01}, "tasks": tasks}
+            "equivalence_margin": 0.01, "tasks": tasks}
 
 
 def test_a_task_no_budget_takes_above_chance_needs_paper_scale():

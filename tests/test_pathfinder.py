@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import deque
 
 import numpy as np
@@ -157,3 +160,27 @@ def test_chunked_growth(monkeypatch):
         reached = flood(solid_canvas(paths, 32), np.rint(ends[0] * UP).astype(int))
         bx, by = np.rint(ends[1] * UP).astype(int)
         assert bool(reached[by, bx]) == bool(label)
+
+
+def test_unit_circle_matches_float_trigonometry():
+    k = np.arange(pathfinder.HEADINGS)
+    angle = 2 * np.pi * k / pathfinder.HEADINGS
+    expected = np.stack([np.cos(angle), np.sin(angle)], 1)
+    assert np.abs(pathfinder.unit_circle() - expected).max() < 1e-14
+
+
+def test_same_bytes_on_every_simd_path():
+    """numpy picks its float kernels by CPU, and sin/cos/arctan2 differ in the last bit between its
+    AVX-512 and baseline paths; that made `data/lra` differ between machines. Generate at this
+    machine's best path and with every dispatched feature off (numpy's baseline)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    code = ("import hashlib; from common.data.pathfinder import generate_pathfinder; "
+            "d = generate_pathfinder(256, seed=0, size=32, path_length=14); "
+            "print(hashlib.md5(d['images'].tobytes()).hexdigest())")
+    digests = []
+    for disabled in ("", " ".join(__cpu_dispatch__)):
+        env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disabled}
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        digests.append(run.stdout.strip())
+    assert digests[0] == digests[1]

@@ -14,7 +14,8 @@ Construction
   (ids 2, 3, ...). Positive: both ends of path 0 are marked. Negative: the start of path 0 and
   the end of path 1 are marked. Both classes therefore carry the same amount of ink on average.
 - A path is a polyline of ``path_length`` steps of length ``step``; the heading turns by a uniform
-  angle in ``[-max_turn_deg, max_turn_deg]`` per step. Each step is drawn as one paddle of length
+  angle in ``[-max_turn_deg, max_turn_deg]`` per step, on a grid of ``HEADINGS`` directions (0.25
+  degrees apart; ``max_turn_deg`` is rounded to that grid). Each step is drawn as one paddle of length
   ``paddle_len`` centred on the step's midpoint, so paddles are separated by gaps (dashes).
 - Paths keep about ``clearance`` pixels (centre line to centre line; checked on points every
   0.5 * N / 32 px against a 128 x 128 grid, so at least clearance - 0.75 * N / 32 px) from
@@ -29,6 +30,10 @@ Construction
 - Ink is 255 on a 0 background with a one-pixel linear anti-aliased edge; marks are 255 discs.
   Images are uint8; ``sequences`` is the row-major flattening (vocabulary 256, length N * N).
 - Coordinates are (x, y) = (column, row) in pixels, pixel centres at integers.
+- The same bytes on every CPU: headings are whole steps on the direction grid, and their cosines
+  and sines come from a table computed once in decimal arithmetic. numpy's float ``sin``, ``cos``
+  and ``arctan2`` take a different SIMD path on a CPU with AVX-512 and differ in the last bit,
+  which was enough to make the data set differ between machines.
 - Deterministic from ``seed`` and ``n``: images grow in lockstep, in chunks of 2048, from one
   random stream (one step of every unfinished path per round, so a round is a few array
   operations), which means the first k of n images differ from the k images of a run with n = k.
@@ -40,6 +45,7 @@ Not reproduced from the original: its exact paddle rendering, contrast jitter, t
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 
 import numpy as np
 
@@ -47,6 +53,7 @@ DIFFICULTY = {"easy": 6, "intermediate": 9, "hard": 14}  # paddles per path (cur
 SIZES = (32, 64, 128)
 INK = 255
 LOCKSTEP_CHUNK = 2048  # images grown together
+HEADINGS = 1440  # directions a path can take: 0.25 degrees apart
 
 
 def geometry(size: int) -> dict:
@@ -59,6 +66,27 @@ def geometry(size: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Path growth
 # ---------------------------------------------------------------------------------------------
+
+
+def unit_circle(n: int = HEADINGS) -> np.ndarray:
+    """[n, 2]: (cos, sin) of 2 pi k / n, k = 0 .. n - 1, in 40-digit decimal arithmetic rounded once
+    to float64, so every CPU gets the same bits (see the module docstring)."""
+    with localcontext() as ctx:
+        ctx.prec = 40
+        pi = Decimal("3.141592653589793238462643383279502884197")
+        table = np.zeros((n, 2))
+        for k in range(n):
+            x = 2 * pi * k / n
+            term, cos, sin, i = Decimal(1), Decimal(0), Decimal(0), 0
+            while abs(term) > Decimal("1e-39"):  # Taylor series: term = x^i / i!, signs by i mod 4
+                if i % 2 == 0:
+                    cos += term if i % 4 == 0 else -term
+                else:
+                    sin += term if i % 4 == 1 else -term
+                i += 1
+                term = term * x / i
+            table[k] = float(cos), float(sin)
+    return table
 
 
 def _segment_points(p0: np.ndarray, p1: np.ndarray, n: int) -> np.ndarray:
@@ -109,13 +137,14 @@ def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, at
     The images grow in lockstep, one step of every unfinished image per round, so each round is
     a few array operations (the per-image loop in Python was the generator's cost). Per image and
     path: start at a random point (a start in the forbidden zone costs an attempt), aim within 90
-    degrees of the canvas centre, then per step draw `n_candidates` headings within `max_turn` of
-    the last and take the first whose step stays inside the margins and out of the forbidden zone
+    degrees of the canvas centre, then per step draw `n_candidates` headings within `max_turn`
+    grid steps of the last and take the first whose step stays inside the margins and out of the forbidden zone
     (checked at points every 0.5 * N / 32 px along the step). When none fits, undo the last 3 steps
     (at most `backtracks` times per attempt); after `attempts` failed attempts the whole image
     starts over, at most `max_image_tries` times. A finished path joins the forbidden zone.
     """
     step, margin = geo["step"], geo["margin"]
+    unit = unit_circle()
     n_sub = max(1, math.ceil(step / (0.5 * size / 32)))
     fractions = np.linspace(0.0, 1.0, n_sub + 1)
     lo, hi = margin, size - 1 - margin
@@ -127,7 +156,7 @@ def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, at
     paths: list[list[np.ndarray]] = [[] for _ in range(n_images)]
     path_idx = np.zeros(n_images, dtype=np.int64)  # path being grown
     points = np.zeros((n_images, longest, 2))
-    headings = np.zeros((n_images, longest))
+    headings = np.zeros((n_images, longest), dtype=np.int64)  # indices into `unit`
     n_points = np.zeros(n_images, dtype=np.int64)  # 0: needs a start
     attempt = np.zeros(n_images, dtype=np.int64)
     budget = np.zeros(n_images, dtype=np.int64)
@@ -139,20 +168,24 @@ def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, at
         s = np.flatnonzero(active & (n_points == 0))
         if len(s):
             start = rng.uniform(lo, hi, size=(len(s), 2))
-            turn = rng.uniform(-np.pi / 2, np.pi / 2, size=len(s))
+            heading = rng.integers(0, HEADINGS, size=len(s))
             blocked = forbidden.hits(s, start[:, 0], start[:, 1])
             attempt[s[blocked]] += 1
-            s, start, turn = s[~blocked], start[~blocked], turn[~blocked]
+            s, start, heading = s[~blocked], start[~blocked], heading[~blocked]
+            # a uniform heading, turned around when it points away from the centre
+            away = (unit[heading] * (centre - start)).sum(1) < 0
+            heading[away] = (heading[away] + HEADINGS // 2) % HEADINGS
             points[s, 0] = start
-            headings[s, 0] = np.arctan2(centre - start[:, 1], centre - start[:, 0]) + turn
+            headings[s, 0] = heading
             n_points[s], budget[s] = 1, backtracks
 
         # One step for every growing path: the first candidate heading that fits.
         g = np.flatnonzero(active & (n_points > 0))
         if len(g):
             last = n_points[g] - 1
-            heading = headings[g, last][:, None] + rng.uniform(-max_turn, max_turn, size=(len(g), n_candidates))
-            dx, dy = step * np.cos(heading), step * np.sin(heading)  # [g, cand]
+            turn = rng.integers(-max_turn, max_turn + 1, size=(len(g), n_candidates))
+            heading = (headings[g, last][:, None] + turn) % HEADINGS
+            dx, dy = step * unit[heading, 0], step * unit[heading, 1]  # [g, cand]
             x, y = points[g, last, 0][:, None], points[g, last, 1][:, None]
             ends = np.stack([x + dx, y + dy], -1)
             fits = ((ends >= lo) & (ends <= hi)).all(-1)
@@ -183,17 +216,18 @@ def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, at
         for i in np.flatnonzero(active & (n_points == lengths[np.minimum(path_idx, len(lengths) - 1)] + 1)):
             path = points[i, :n_points[i]].copy()
             paths[i].append(path)
-            forbidden.add(i, path_samples(path, spacing=0.25 * size / 32))
+            forbidden.add(i, path_samples(path, n_sub=math.ceil(step / (0.25 * size / 32))))
             path_idx[i] += 1
             attempt[i], n_points[i] = 0, 0
             active[i] = path_idx[i] < len(lengths)
     return paths
 
 
-def path_samples(path: np.ndarray, spacing: float = 0.5) -> np.ndarray:
-    """Points along the whole polyline at most `spacing` apart (used for clearance checks)."""
-    seg = np.linalg.norm(path[1] - path[0])
-    n_sub = max(1, math.ceil(seg / spacing))
+def path_samples(path: np.ndarray, n_sub: int) -> np.ndarray:
+    """Points along the whole polyline, `n_sub` intervals per step (used for clearance checks).
+
+    The count comes from the configured step length, not a measured one: a measured 3.0 px step
+    divided by 0.25 px rounds up to 12 or 13 depending on its last bit."""
     return _segment_points(path[:-1], path[1:], n_sub).reshape(-1, 2)
 
 
@@ -271,7 +305,7 @@ def generate_pathfinder(n: int, seed: int, size: int = 32, path_length: int = DI
     distractor_length = distractor_length or max(1, path_length // 3)
     if n_distractors is None:
         n_distractors = 20 // distractor_length
-    max_turn = math.radians(max_turn_deg)
+    max_turn = round(max_turn_deg / 360 * HEADINGS)  # in grid steps
     lengths = [path_length, path_length] + [distractor_length] * n_distractors
     rng = np.random.default_rng(seed)
 

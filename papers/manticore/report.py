@@ -873,7 +873,7 @@ def lra_claims(lra: dict, sizing: dict) -> list[dict]:
     entries = []
     for name, row in lra["tasks"].items():
         if row["programmed"]:
-            entries.append(table7_claim(name, row, lra["profile"], sizing, lra["summary"]["match_tolerance"]))
+            entries.append(table7_claim(name, row, lra["profile"], sizing, lra["equivalence_margin"]))
         elif (entry := table3_claim(name, row, lra["profile"], sizing)) is not None:
             entries.append(entry)
     return entries
