@@ -64,6 +64,9 @@ def test_wrong_types_and_choices_are_one_line():
         from_dict(LMConfig, {"pattern": "attn", "blocks": {"attn": {"n_heads": "two"}}}, where="x")
     with pytest.raises(ConfigError, match=r"^x\.blocks\.moe\.router: 'softmax' is not allowed; allowed: sinkhorn, "):
         from_dict(LMConfig, {"pattern": "moe", "blocks": {"moe": {"router": "softmax"}}}, where="x")
+    with pytest.raises(ConfigError, match=r"^x\.blocks\.mixer\.softmax: 'weight' is not allowed; allowed: none, weights, "
+                                          r"outputs$"):
+        from_dict(LMConfig, {"pattern": "mixer", "blocks": {"mixer": {"softmax": "weight"}}}, where="x")
 
 
 def test_a_misspelt_hugging_face_config_field_is_one_line():

@@ -32,6 +32,11 @@ VARIANTS = {
     "expanded1": {"expanded": True},
     "expanded2": {"expansion": 2},
     "expanded_half": {"expansion": 0.5},
+    "softmax_weights": {"softmax": "weights"},
+    "softmax_weights_heads2_kernel4": {"softmax": "weights", "n_heads": 2, "kernel_size": 4},
+    "softmax_weights_expanded2": {"softmax": "weights", "expansion": 2},
+    "softmax_outputs": {"softmax": "outputs"},
+    "softmax_outputs_heads2": {"softmax": "outputs", "n_heads": 2},
 }
 
 
@@ -60,6 +65,42 @@ def test_flat_mixer_is_a_masked_sum_over_earlier_positions(T):
     torch.testing.assert_close(block(x), expected, rtol=1e-12, atol=1e-12)
     # The same again with einsum over the full masked matrix: no entry above the diagonal counts.
     torch.testing.assert_close(block(x), torch.einsum("ts,bsd->btd", W[:T, :T], x) + bias[:T, None])
+
+
+def lower_triangle(n: int) -> torch.Tensor:
+    return torch.tensor([[1.0 if s <= t else 0.0 for s in range(n)] for t in range(n)], dtype=torch.double)
+
+
+@pytest.mark.parametrize("T", [N_CTX, 6])
+def test_softmax_mixers_match_their_definitions(T):
+    """The paper's softmax mixer: each output position's weights over all input positions through a
+    softmax, then masked. The official code's: a softmax over the features of the masked mix."""
+    x = torch.randn(2, T, D, dtype=torch.double)
+    block = make(softmax="weights")
+    w, bias = block.conv.weight.detach()[..., 0], block.conv.bias.detach()
+    soft = torch.exp(w) / torch.exp(w).sum(dim=1, keepdim=True)
+    expected = torch.einsum("ts,bsd->btd", (soft * lower_triangle(N_CTX))[:T, :T], x) + bias[:T, None]
+    torch.testing.assert_close(block(x), expected, rtol=1e-12, atol=1e-12)
+
+    block = make(seed=1, softmax="outputs")
+    w, bias = block.conv.weight.detach()[..., 0], block.conv.bias.detach()
+    z = torch.einsum("ts,bsd->btd", (w * lower_triangle(N_CTX))[:T, :T], x) + bias[:T, None]
+    expected = torch.exp(z) / torch.exp(z).sum(dim=-1, keepdim=True)
+    torch.testing.assert_close(block(x), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_weight_softmax_gradient_reaches_the_parameter():
+    """The memory-saving backward composed with the softmax of the weight: gradients equal plain
+    autograd through the definition, and masked entries still get some (the softmax couples them)."""
+    block = make(softmax="weights")
+    x = torch.randn(2, 7, D, dtype=torch.double, requires_grad=True)
+    ours = torch.autograd.grad(block(x).pow(2).sum(), [x, block.conv.weight])
+    w = block.conv.weight[..., 0]
+    y = torch.einsum("ts,bsd->btd", (w.softmax(dim=1) * lower_triangle(N_CTX))[:7, :7], x) + block.conv.bias[:7, None]
+    reference = torch.autograd.grad(y.pow(2).sum(), [x, block.conv.weight])
+    for a, b in zip(ours, reference):
+        torch.testing.assert_close(a, b)
+    assert ours[1][0, N_CTX - 1].abs().sum() > 0  # output 0's weight on the last input: masked, yet in the softmax
 
 
 @pytest.mark.parametrize("k", [3, 4])

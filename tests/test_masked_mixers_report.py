@@ -271,3 +271,15 @@ def test_one_step_parity_is_an_equivalence_that_must_settle(mixer, llama, late, 
     entry = one_step_claim(*_one_step(mixer, llama, late))
     assert entry["id"] == "blog-one-step-completion-parity" and entry["verdict"] == verdict
     assert "+0.623" in entry["control"]  # the causal gap of the same models, the claim's contrast
+
+
+def test_softmax_mixers_are_judged_worse_and_absent_models_have_no_row():
+    from papers.masked_mixers.report import variants_claims
+
+    flops = {"mixer_flat": 100, "mixer_softmax_weights": 101}
+    var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_softmax_weights": [1.95, 1.80, 2.05]}, dict(flops))
+    (entry,) = variants_claims(var, clm)  # the kernel, heads and as-coded models were not trained: no rows
+    assert entry["id"] == "sec3-4-softmax-mixer-much-worse" and entry["verdict"] == "reproduced"
+    assert entry["difference"]["mean"] == pytest.approx(0.4333, abs=1e-3) and "1.01x" in entry["evidence"]
+    var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_softmax_weights": [1.55, 1.46, 1.64]}, dict(flops))
+    assert variants_claims(var, clm)[0]["verdict"] == "direction reproduced"  # worse in every seed, not by 0.43

@@ -24,6 +24,12 @@ Differences from the official code, on purpose:
 - The multi-head mixer is the 2025 fixed design (a projection and a separate conv per head). The
   v1 code reused a stale loop index and convolved `x` rather than each projection, so all its
   heads were the same conv.
+- The softmax mixer of §3.4 and Table S5 comes in two forms, because the paper and the official
+  code disagree: `softmax="weights"` is the paper's ("Softmax-transforming the 1D convolutional
+  weights before re-masking": each output position's weights over the input positions, then the
+  mask), `softmax="outputs"` is the official `softmax_mixer*.py` (a softmax over the features of
+  the convolution's output, before the residual). Under `"weights"` the masked entries do get a
+  gradient: the softmax normalises over every input position, later ones included, before the mask.
 - Inputs shorter than `n_ctx` are allowed: the top-left `T x T` block of the masked weight is used.
   Because output t only reads inputs <= t, this is exactly what right-padding to `n_ctx` (with
   anything) and slicing the first T outputs would give, minus the wasted work.
@@ -32,6 +38,7 @@ Differences from the official code, on purpose:
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -75,6 +82,9 @@ class MaskedMix(torch.autograd.Function):
     masks `.data` in place, never needed. Backward re-applies the mask instead (a cheap elementwise
     product) and masks the weight gradient, so masked entries get exactly zero, as with autograd.
     Backward computes in the dtype of the incoming gradient (the forward's autocast dtype).
+
+    `w` may be a function of the parameter (the softmax mixer's softmax of it): autograd then
+    carries the weight gradient on to the parameter.
 
     Shapes: w `[G, T_out, T_in, k]`, mask `[T_out, T_in, 1]`. For k = 1, x `[B, G, T_in, D]` and a
     matmul over positions; for k > 1, x `[B, G * T_in, D + k - 1]` (already padded along features)
@@ -121,13 +131,15 @@ class MaskedSeqConv(nn.Module):
 
     The weight is stored in `nn.Conv1d`'s layout `[groups * n_out, n_in, k]`, so for one group it is
     exactly the official `Conv1d(n_ctx, n_ctx, k)` weight. Input `[B, groups, T_in, D]` (positions
-    as channels, features as length), output `[B, groups, T_out, D]`.
+    as channels, features as length), output `[B, groups, T_out, D]`. `weight_softmax=True` uses,
+    instead of the weight, its softmax over the input positions (all `n_in` of them, then masked).
     """
 
     def __init__(self, n_in: int, n_out: int, kernel_size: int = 1, groups: int = 1, bias: bool = True,
-                 mask: str = "causal"):
+                 mask: str = "causal", weight_softmax: bool = False):
         super().__init__()
         self.n_in, self.n_out, self.kernel_size, self.groups = n_in, n_out, kernel_size, groups
+        self.weight_softmax = weight_softmax
         # nn.Conv1d's default init (uniform in +-1/sqrt(fan_in), fan_in = n_in * k), as the paper used.
         bound = 1 / math.sqrt(n_in * kernel_size)
         self.weight = nn.Parameter(torch.empty(groups * n_out, n_in, kernel_size).uniform_(-bound, bound))
@@ -136,13 +148,19 @@ class MaskedSeqConv(nn.Module):
         # cost as much memory as the weight itself. Not persistent: it is a function of the shape.
         self.register_buffer("mask", shared_mask(mask, n_out, n_in), persistent=False)
 
+    def effective_weight(self) -> torch.Tensor:
+        """`[groups, n_out, n_in, k]`, before the mask: the weight, or its softmax over the inputs."""
+        w = rearrange(self.weight, "(g o) i k -> g o i k", g=self.groups)
+        return w.softmax(dim=2) if self.weight_softmax else w
+
     def masked_weight(self) -> torch.Tensor:
         """`[groups, n_out, n_in, k]` with the masked entries zeroed (for inspection and export)."""
-        return rearrange(self.weight, "(g o) i k -> g o i k", g=self.groups) * self.mask
+        return self.effective_weight() * self.mask
 
     def forward(self, x: torch.Tensor, t_out: int) -> torch.Tensor:
         B, G, t_in, D = x.shape
-        w = rearrange(self.weight, "(g o) i k -> g o i k", g=G)[:, :t_out, :t_in]
+        # Slicing after the softmax: output t reads inputs <= t < t_in, so the cut columns are masked anyway.
+        w = self.effective_weight()[:, :t_out, :t_in]
         mask = self.mask[:t_out, :t_in]
         if self.kernel_size == 1:
             y = MaskedMix.apply(x, w, mask)
@@ -170,6 +188,9 @@ class MaskedMixer(Block):
     - `n_heads = H > 1`: per head a projection `Linear(d, d/H)` (one `Linear(d, d)` split in H
       slices), its own masked conv on that projection, heads concatenated back to d, then
       `Linear(d, d)`. H = 1 is the flat mixer with no projections, as in the paper.
+    - `softmax`: `"weights"` (the paper's softmax mixer: every conv's weights, softmax over input
+      positions, then masked) or `"outputs"` (the official code's: softmax over the features of the
+      mixing output, heads concatenated, before `out_proj`); `"none"` by default.
 
     Generation recomputes the whole window (`supports_step = False`): there is no recurrent state.
     """
@@ -178,17 +199,20 @@ class MaskedMixer(Block):
     position_weights = True
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
-                 expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None):
+                 expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None,
+                 softmax: Literal["none", "weights", "outputs"] = "none"):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
-        self.n_ctx, self.n_heads = n_ctx, n_heads
+        self.n_ctx, self.n_heads, self.softmax = n_ctx, n_heads, softmax
         self.expanded = expansion != 1 if expanded is None else expanded
         self.hidden = max(1, round(expansion * n_ctx)) if self.expanded else n_ctx
         self.in_proj = nn.Linear(d_model, d_model, bias=bias) if n_heads > 1 else None
         self.out_proj = nn.Linear(d_model, d_model, bias=bias) if n_heads > 1 else None
-        self.conv = MaskedSeqConv(n_ctx, self.hidden, kernel_size, n_heads, bias)
-        self.conv_out = MaskedSeqConv(self.hidden, n_ctx, kernel_size, n_heads, bias) if self.expanded else None
+        on_weights = softmax == "weights"
+        self.conv = MaskedSeqConv(n_ctx, self.hidden, kernel_size, n_heads, bias, weight_softmax=on_weights)
+        self.conv_out = (MaskedSeqConv(self.hidden, n_ctx, kernel_size, n_heads, bias, weight_softmax=on_weights)
+                         if self.expanded else None)
 
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
         T = x.shape[1]
@@ -203,6 +227,8 @@ class MaskedMixer(Block):
         else:
             h = self.conv(h, T)
         y = rearrange(h, "b h t d -> b t (h d)")
+        if self.softmax == "outputs":
+            y = y.softmax(dim=-1)
         return y if self.out_proj is None else self.out_proj(y)
 
 

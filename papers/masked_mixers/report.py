@@ -201,7 +201,8 @@ def variants_claims(var: dict, clm: dict) -> list[dict]:
     """§3.4 and Table S5: the mixer_variants stage's runs beside the clm stage's baseline (the flat
     mixer) of the same seed, and the two-headed variant beside the one-headed one, at equal steps by
     the clm rules. The paper's wording is about loss per step (and, at fixed compute, fewer steps):
-    the FLOPs each step costs go in as evidence."""
+    the FLOPs each step costs go in as evidence. A claim whose models the stage did not train (a
+    `-S` run with fewer models) has no row."""
     if var["steps"] != clm["steps"] or var["seeds"] != clm["seeds"]:
         raise ValueError("mixer_variants and clm results are from different steps or seeds: rerun `dvc repro` for both")
     base = var["baseline"]["name"]
@@ -212,21 +213,36 @@ def variants_claims(var: dict, clm: dict) -> list[dict]:
         return f"a step of {name} costs {ratio:.2f}x the forward FLOPs of one of {base}"
 
     control = f"the clm stage's {base} of the same seeds (same data order, steps and optimizer); chance: unigram loss"
-    return [
-        _loss_entry(paired, "mixer_k4", base, -1, None, id="sec3-4-kernel4-lower-loss-per-step",
-                    claim="With a convolution kernel of size 4 the masked mixer's per-step loss is lower than the "
-                          "flat mixer's (kernel 1)",
-                    where="§3.4 (at fixed compute fewer steps, so similar final losses); Table S3 (kernel 4, d1024: "
-                          "1.82 vs 1.86 eval after 12 h on the 3060)",
-                    control=control, evidence=cost("mixer_k4")),
-        _loss_entry(paired, "mixer_heads2_k4", "mixer_k4", -1, -0.02, id="tab-s5-two-heads-slightly-better",
-                    claim="A two-headed masked mixer trains very slightly better than a single-headed one "
-                          "(both kernel 4)",
-                    where="§3.4; Table S5 (2 heads 1.72 vs 1 head 1.74 eval, kernel 4, 2.25 h on 4x V100)",
-                    control="the one-headed kernel-4 mixer trained beside it (same data order, steps and optimizer), "
-                            "itself beside the clm stage's flat mixer; chance: unigram loss",
-                    evidence=f"{cost('mixer_heads2_k4')}; {cost('mixer_k4')}"),
+    claims = [
+        ("mixer_k4", base, -1, None, dict(
+            id="sec3-4-kernel4-lower-loss-per-step",
+            claim="With a convolution kernel of size 4 the masked mixer's per-step loss is lower than the flat mixer's "
+                  "(kernel 1)",
+            where="§3.4 (at fixed compute fewer steps, so similar final losses); Table S3 (kernel 4, d1024: 1.82 vs "
+                  "1.86 eval after 12 h on the 3060)",
+            control=control), ["mixer_k4"]),
+        ("mixer_heads2_k4", "mixer_k4", -1, -0.02, dict(
+            id="tab-s5-two-heads-slightly-better",
+            claim="A two-headed masked mixer trains very slightly better than a single-headed one (both kernel 4)",
+            where="§3.4; Table S5 (2 heads 1.72 vs 1 head 1.74 eval, kernel 4, 2.25 h on 4x V100)",
+            control="the one-headed kernel-4 mixer trained beside it (same data order, steps and optimizer), itself "
+                    "beside the clm stage's flat mixer; chance: unigram loss"), ["mixer_heads2_k4", "mixer_k4"]),
+        ("mixer_softmax_weights", base, +1, 0.43, dict(
+            id="sec3-4-softmax-mixer-much-worse",
+            claim="Softmax-transforming the convolution weights before re-masking makes the masked mixer train much "
+                  "worse, regardless of the number of steps",
+            where="§3.4; Table S5 (two heads with the softmax 2.15 vs without 1.72 eval, 2.25 h on 4x V100); tested "
+                  "here on the flat mixer",
+            control=control), ["mixer_softmax_weights"]),
+        ("mixer_softmax_outputs", base, +1, 0.43, dict(
+            id="sec3-4-softmax-mixer-much-worse-as-coded",
+            claim="The softmax mixer as the official code builds it (a softmax over the features of the convolution's "
+                  "output, not over its weights) trains much worse than the flat mixer",
+            where="§3.4 and Table S5 (as above); the official softmax_mixer_tinystories.py",
+            control=control), ["mixer_softmax_outputs"]),
     ]
+    return [_loss_entry(paired, a, b, sign, effect, **fields, evidence="; ".join(map(cost, costed)))
+            for a, b, sign, effect, fields, costed in claims if a in paired["models"] and b in paired["models"]]
 
 
 def train_test_gap_claim(gap: dict, clm: dict) -> dict:

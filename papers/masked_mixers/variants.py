@@ -1,6 +1,6 @@
-"""Stage `mixer_variants`: masked mixers with more inter-token parameters (the report's §3.4 and
-Table S5), trained with the `clm` section's recipe so that the report sets each run beside the clm
-stage's flat mixer of the same seed, without training that one twice.
+"""Stage `mixer_variants`: the masked-mixer variants of the report's §3.4 and Table S5, trained with
+the `clm` section's recipe so that the report sets each run beside the clm stage's flat mixer of the
+same seed, without training that one twice.
 
 The paper grows the mixer's inter-token part two ways: a convolution kernel of size k over the
 feature axis (k masked position-mixing matrices per layer instead of one), and several heads (a
@@ -11,6 +11,10 @@ losses remained similar." Equal steps test the first half. For the second, this 
 model's forward FLOPs per row with torch's counter, the flat mixer's included: the cost of a step,
 which sets how many steps a fixed compute budget buys. Wall-clock under parallel workers measures
 machine load, so seconds per step are reported as throughput only, as in `clm`.
+
+The paper also passes the mixer's weights through a softmax, which "leads to much worse training
+efficiency ... regardless of the number of steps taken"; equal steps test that too, in the paper's
+form and the official code's (`mixer` block option `softmax`).
 
 Which models, and the baseline they are compared with, come from the section `mixer_variants`;
 every other setting (seeds, steps, batch, optimizer) from the section `clm`.
