@@ -64,8 +64,8 @@ def test_wrong_types_and_choices_are_one_line():
         from_dict(LMConfig, {"pattern": "attn", "blocks": {"attn": {"n_heads": "two"}}}, where="x")
     with pytest.raises(ConfigError, match=r"^x\.blocks\.moe\.router: 'softmax' is not allowed; allowed: sinkhorn, "):
         from_dict(LMConfig, {"pattern": "moe", "blocks": {"moe": {"router": "softmax"}}}, where="x")
-    with pytest.raises(ConfigError, match=r"^x\.blocks\.mixer\.softmax: 'weight' is not allowed; allowed: none, weights, "
-                                          r"outputs$"):
+    with pytest.raises(ConfigError,
+                       match=r"^x\.blocks\.mixer\.softmax: 'weight' is not allowed; allowed: none, weights, outputs$"):
         from_dict(LMConfig, {"pattern": "mixer", "blocks": {"mixer": {"softmax": "weight"}}}, where="x")
 
 

@@ -71,7 +71,7 @@ class LRAExperimentsConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
     eval_examples: int | None = bounded(None, ge=1)  # validation examples scored after training; None: all
-    equivalence_margin: float = bounded(0.01, ge=0)  # Table 7: programmed hybrid and its reader alone count as equal within it
+    equivalence_margin: float = bounded(0.01, ge=0)  # Table 7: programmed hybrid = its reader alone, within it
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
