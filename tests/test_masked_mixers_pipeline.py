@@ -46,9 +46,14 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for name, model in norms["models"].items():
         assert model["n_params"] < clm["models"][name]["n_params"], f"{name} without its norms has fewer parameters"
     variants = json.loads((results / "mixer_variants.json").read_text())
-    assert variants["baseline"]["name"] == "mixer_flat" and set(variants["models"]) == {"mixer_k4", "mixer_heads2_k4"}
-    assert all(m["forward_flops_per_row"] > variants["baseline"]["forward_flops_per_row"]
-               for m in variants["models"].values()), "a kernel of 4 costs more per step than a kernel of 1"
+    assert variants["baseline"]["name"] == "mixer_flat" and set(variants["models"]) == {
+        "mixer_k4", "mixer_heads2_k4", "mixer_softmax_weights", "mixer_softmax_outputs"}
+    flat = variants["baseline"]["forward_flops_per_row"]
+    assert all(variants["models"][m]["forward_flops_per_row"] > flat for m in ("mixer_k4", "mixer_heads2_k4")), \
+        "a kernel of 4 costs more per step than a kernel of 1"
+    softmax = ("mixer_softmax_weights", "mixer_softmax_outputs")
+    assert all(abs(variants["models"][m]["forward_flops_per_row"] - flat) < 0.01 * flat for m in softmax), \
+        "a softmax adds no matrix product"
     gap = json.loads((results / "train_test_gap.json").read_text())
     assert gap["train_rows"] == 8 and gap["epochs"] > 1, "the subset comes round more than once"
     assert all(run["gap"] == pytest.approx(run["scored_val_loss"] - run["scored_train_loss"], abs=2e-4)
