@@ -15,7 +15,7 @@ export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-slow notebooks rehearse bench lock clean-venv
+.PHONY: install repro test test-slow notebooks rehearse bench bench-gpu lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ notebooks: $(STAMP)
 # readiness tables, which are committed. See rehearsal/run.py.
 rehearse: $(STAMP)
 	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true
+
+# On a CUDA machine: the GPU benchmark and the `paper` networks' training steps (README, Performance).
+bench-gpu:
+	$(MAKE) install EXTRAS=dev,gpu
+	$(BIN)/python -m benchmarks.cuda_kernels
+	$(BIN)/python -m rehearsal.gpu_steps
 
 # CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
 bench:

@@ -74,7 +74,8 @@ class LoopSwitchMLP(nn.Module):
         for e, expert in enumerate(self.experts):
             idx = (choice == e).nonzero()
             self.last_counts[e] = idx.shape[0]
-            out[idx, :] = expert(x[idx, :])
+            # Cast: under autocast the expert returns bf16 into the fp32 buffer (a no-op otherwise).
+            out[idx, :] = expert(x[idx, :]).to(out.dtype)
         return (out * gate.unsqueeze(-1)).reshape(shape)
 
 

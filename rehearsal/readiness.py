@@ -8,7 +8,9 @@ both measured on the network itself, built at the paper's shapes with random wei
 `torch.utils.flop_counter` over one row, so attention's context and the MoE's routed expert are
 what the code runs; elementwise work is not counted, as in `common.eval.counting`); tokens per
 step; steps and runs; and the H100 hours of the whole `paper` run, at a stated utilisation of the
-H100 SXM's dense bf16 peak. Training costs three forward passes (backward twice the forward).
+H100 SXM's dense bf16 peak. Training costs three forward passes (backward twice the forward). Where
+`rehearsal.gpu_steps` trained the network on an H100 (`rehearsal/gpu_steps.json`), the measured
+seconds per step, share of the peak and hours at that speed too.
 
 Per stage: the peak memory (proportional set size of its process tree) and minutes of its last
 passing rehearsal, from the records `rehearsal.run` writes, with the batch rows and precision it
@@ -40,6 +42,8 @@ BEGIN, END = "<!-- readiness -->", "<!-- /readiness -->"
 # Kept in git, as results are: the tables derive from them, and a fresh clone must regenerate the
 # same tables (the work copy under data/ does not survive a new checkout).
 RECORDS = Path(__file__).resolve().parent / "records.json"
+# Training steps of some networks measured on an H100 (`rehearsal.gpu_steps`), keyed PIPELINE:STAGE:INDEX.
+GPU_STEPS = Path(__file__).resolve().parent / "gpu_steps.json"
 READMES = {"root": "README.md", "blackmamba": "papers/blackmamba/README.md",
            "masked_mixers": "papers/masked_mixers/README.md", "manticore": "papers/manticore/README.md"}
 
@@ -53,18 +57,27 @@ def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
 CPU_ATTENTION = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops}
 
 
-def measure(work: Work) -> tuple[int, float]:
-    """(parameters, forward FLOPs per row) of the network at its paper shapes."""
+def inputs(work: Work, rows: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Random inputs of `rows` rows for the network: token ids, or float features of its width."""
+    if work.vocab is not None:
+        return torch.randint(0, work.vocab, (rows, work.n_ctx), device=device)
+    return torch.randn(rows, work.n_ctx, work.width, device=device)
+
+
+def measure(work: Work, net: torch.nn.Module | None = None) -> tuple[int, float]:
+    """(parameters, forward FLOPs per row) of the network at its paper shapes; `net`: the network,
+    already built (on any device), instead of building it here."""
     if work.forward_flops_per_row is not None:
         return work.params, work.forward_flops_per_row
-    torch.manual_seed(0)
-    net = work.build().eval()
-    if work.vocab is not None:
-        x = torch.randint(0, work.vocab, (1, work.n_ctx))
-    else:
-        x = torch.randn(1, work.n_ctx, work.width)
+    if net is None:
+        torch.manual_seed(0)
+        net = work.build()
+    was_training = net.training
+    net.eval()
+    x = inputs(work, 1, next(net.parameters()).device)
     with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION) as counter:
         net(x)
+    net.train(was_training)
     return sum(p.numel() for p in net.parameters()), float(counter.get_total_flops())
 
 
@@ -109,47 +122,78 @@ def _span(values: list) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
-def _row(works: list[tuple[Work, int, float]]) -> tuple[str, float]:
+def _measured(works: list[tuple[Work, int, float, dict | None]]) -> tuple[str, float | None]:
+    """The H100 cell of a row: seconds per step and share of the bf16 peak where measured, and the
+    row's hours at that speed when every network of the row was measured."""
+    measured = [(w, m) for w, _, _, m in works if m is not None and "seconds_per_step" in m]
+    if not measured:
+        return "", None
+    first = measured[0][1]
+    cell = f"{first['seconds_per_step']:.3g} s, {first['utilisation']:.1%}"
+    if len(measured) < len(works):
+        return f"{cell} (1 of {len(works)} shapes)", None
+    hours = sum(w.steps * w.runs * m["seconds_per_step"] for w, m in measured) / 3600
+    return f"{cell}, {_hours(hours)} h", hours
+
+
+def _row(works: list[tuple[Work, int, float, dict | None]]) -> tuple[str, float, float | None]:
     """One table row for a network, over every run of it (MAD and LRA tasks differ in shapes)."""
     first = works[0][0]
-    hours = sum(h100_hours(w, flops) for w, _, flops in works)
-    params = sorted({params for _, params, _ in works})
+    hours = sum(h100_hours(w, flops) for w, _, flops, _ in works)
+    params = sorted({params for _, params, _, _ in works})
     params_text = _count(params[0]) if len(params) == 1 else f"{_count(params[0])}-{_count(params[-1])}"
-    tokens = f"{_span([w.rows_per_step for w, _, _ in works])} × {_span([w.n_ctx for w, _, _ in works])}"
-    steps = {w.steps for w, _, _ in works}
-    runs = sum(w.runs for w, _, _ in works)
+    tokens = f"{_span([w.rows_per_step for w, *_ in works])} × {_span([w.n_ctx for w, *_ in works])}"
+    steps = {w.steps for w, *_ in works}
+    runs = sum(w.runs for w, *_ in works)
     steps_text = (f"{first.steps:,} × {runs}" if len(steps) == 1
-                  else f"{sum(w.steps * w.runs for w, _, _ in works):,} in all ({runs} runs)")
+                  else f"{sum(w.steps * w.runs for w, *_ in works):,} in all ({runs} runs)")
     kind = "" if first.train else " (forward only)"
     note = f" ({first.note})" if first.note else ""
-    return f"{first.network}{kind}{note} | {params_text} | {tokens} | {steps_text} | {_hours(hours)}", hours
+    measured, measured_hours = _measured(works)
+    row = f"{first.network}{kind}{note} | {params_text} | {tokens} | {steps_text} | {_hours(hours)} | {measured}"
+    return row, hours, measured_hours
 
 
-def pipeline_table(pipeline: str, records: dict[str, dict]) -> tuple[str, float]:
-    """The markdown table of one pipeline and its total H100 hours."""
+def load_gpu_steps(path: Path = GPU_STEPS) -> dict[str, dict]:
+    return json.loads(path.read_text())["rows"] if path.is_file() else {}
+
+
+def pipeline_table(pipeline: str, records: dict[str, dict],
+                   gpu_steps: dict[str, dict] | None = None) -> tuple[str, float, tuple[float, float]]:
+    """The markdown table of one pipeline, its total H100 hours at the stated utilisation, and
+    (hours at the measured speed, hours at the stated utilisation) over the rows measured whole."""
     dvc_file, stages = PIPELINES[pipeline]
+    # A measurement counts for every stage that trains the same network at the same shapes.
+    same = {(key.split(":")[0], m["network"], m["n_ctx"], m["rows_per_step"], m["params"]): m
+            for key, m in (gpu_steps or {}).items() if "seconds_per_step" in m}
     cache: dict = {}  # (builder, positions) -> counts: a network several stages train is counted once
-    lines = ["| stage | network at `paper` | parameters | tokens per step | steps × runs | H100 hours "
-             "| rehearsal: peak memory, time |", "|---|---|---|---|---|---|---|"]
-    total = 0.0
+    lines = ["| stage | network at `paper` | parameters | tokens per step | steps × runs | H100 hours at "
+             f"{UTILISATION:.0%} | H100 measured: s/step, share of peak, hours | rehearsal: peak memory, time |",
+             "|---|---|---|---|---|---|---|---|"]
+    total, measured_total, stated_of_measured = 0.0, 0.0, 0.0
     for stage, work in stages.items():
         target = stage if pipeline == "root" else f"{dvc_file}:{stage}"
         rehearsed = _rehearsed(records.get(target))
         if isinstance(work, str):
-            lines.append(f"| `{stage}` | none: {work} | | | | | {rehearsed} |")
+            lines.append(f"| `{stage}` | none: {work} | | | | | | {rehearsed} |")
             continue
-        networks: dict[str, list[tuple[Work, int, float]]] = {}
+        networks: dict[str, list[tuple[Work, int, float, dict | None]]] = {}
         for w in work():
             key = (w.build, w.n_ctx)
             if key not in cache:
                 log.info("%s: measuring %s at %d positions", stage, w.network, w.n_ctx)
                 cache[key] = measure(w)
-            networks.setdefault(w.network, []).append((w, *cache[key]))
+            params, flops = cache[key]
+            measured = same.get((pipeline, w.network, w.n_ctx, w.rows_per_step, params))
+            networks.setdefault(w.network, []).append((w, params, flops, measured))
         for i, works in enumerate(networks.values()):
-            row, hours = _row(works)
+            row, hours, measured_hours = _row(works)
             total += hours
+            if measured_hours is not None:
+                measured_total += measured_hours
+                stated_of_measured += hours
             lines.append(f"| {f'`{stage}`' if i == 0 else ''} | {row} | {rehearsed if i == 0 else ''} |")
-    return "\n".join(lines), total
+    return "\n".join(lines), total, (measured_total, stated_of_measured)
 
 
 def rehearsal_totals(records: dict[str, dict]) -> str:
@@ -169,17 +213,26 @@ def rehearsal_totals(records: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def render(pipeline: str, records: dict[str, dict]) -> str:
-    table, total = pipeline_table(pipeline, records)
+def render(pipeline: str, records: dict[str, dict], gpu_steps: dict[str, dict] | None = None) -> str:
+    table, total, (measured, stated) = pipeline_table(pipeline, records, gpu_steps)
     totals = ("" if pipeline != "root" else
               f"\n\nThe rehearsal of every pipeline, from the same records:\n\n{rehearsal_totals(records)}")
+    shares = [m["utilisation"] for m in (gpu_steps or {}).values() if "utilisation" in m]
+    measured_text = ("" if not stated else
+                     f" The rows measured whole on the H100 take {_hours(measured)} hours at their measured speed, "
+                     f"against {_hours(stated)} at {UTILISATION:.0%}.")
+    gpu_text = ("" if not shares else
+                f" H100 measured: {len(shares)} networks trained for a few steps on one H100 "
+                f"(`python -m rehearsal.gpu_steps`, records in `rehearsal/gpu_steps.json`: bf16 autocast, AdamW, "
+                f"the paper's rows per step) reached {min(shares):.1%} to {max(shares):.1%} of the peak, far below "
+                f"the stated {UTILISATION:.0%}, so the hours at {UTILISATION:.0%} are lower bounds by a factor of "
+                f"about {UTILISATION / max(shares):.0f} to {UTILISATION / min(shares):.0f}.")
     return (f"_Generated by `python -m rehearsal.readiness` (`make rehearse` runs it) from the `paper` configs and "
             f"the rehearsal's records. H100 hours: FLOPs counted on each network at its paper shapes, at "
             f"{UTILISATION:.0%} of the H100 SXM's {H100_BF16_DENSE / 1e12:.0f} dense bf16 TFLOP/s, training as "
-            f"forward and backward; networks of a few million parameters run far below that utilisation, so "
-            f"their hours are lower bounds. Rehearsal: peak memory (proportional set size of the stage's "
+            f"forward and backward.{gpu_text} Rehearsal: peak memory (proportional set size of the stage's "
             f"processes) and time of its last passing run, on 2 CPU cores._\n\n"
-            f"{table}\n\nTotal: about {_hours(total)} H100 hours.{totals}\n")
+            f"{table}\n\nTotal: about {_hours(total)} H100 hours at {UTILISATION:.0%}.{measured_text}{totals}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,10 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(os.cpu_count() or 1)  # it runs alone, after the rehearsal's stages
-    records = load_records(args.records)
+    records, gpu_steps = load_records(args.records), load_gpu_steps()
     for pipeline in args.pipelines:
         readme = ROOT / READMES[pipeline]
-        text = replace_between_markers(readme.read_text(), BEGIN, END, render(pipeline, records))
+        text = replace_between_markers(readme.read_text(), BEGIN, END, render(pipeline, records, gpu_steps))
         with atomic_file(readme, "w") as handle:
             handle.write(text)
         log.info("wrote the readiness table of %s", readme)

@@ -211,6 +211,31 @@ def test_causal(scan):
         assert grad[:, t].abs().sum() > 0 and grad[:, : t + 1].abs().sum() > 0
 
 
+def test_mamba_ssm_without_causal_conv1d_counts_as_no_kernels(monkeypatch):
+    """mamba-ssm imports without causal-conv1d, but its `mamba_inner_fn` then fails an assertion at
+    the first step; the block must fall back to our scan instead (a stand-in module plays mamba-ssm)."""
+    import sys
+    import types
+
+    import common.blocks.mamba as mamba_module
+
+    ops = types.ModuleType("mamba_ssm.ops.selective_scan_interface")
+    ops.selective_scan_fn, ops.mamba_inner_fn = object(), object()
+    package, subpackage = types.ModuleType("mamba_ssm"), types.ModuleType("mamba_ssm.ops")
+    subpackage.selective_scan_interface = ops
+    for name, module in [("mamba_ssm", package), ("mamba_ssm.ops", subpackage), (ops.__name__, ops)]:
+        monkeypatch.setitem(sys.modules, name, module)
+    mamba_module._mamba_ssm_ops.cache_clear()
+    try:
+        ops.causal_conv1d_fwd_function = None  # what mamba-ssm sets when causal_conv1d does not import
+        assert mamba_module._mamba_ssm_ops() is None
+        mamba_module._mamba_ssm_ops.cache_clear()
+        ops.causal_conv1d_fwd_function = object()
+        assert mamba_module._mamba_ssm_ops() == (ops.selective_scan_fn, ops.mamba_inner_fn)
+    finally:
+        mamba_module._mamba_ssm_ops.cache_clear()
+
+
 def test_registry_and_backend_choice(caplog):
     block = build_block("mamba", 16, layer_idx=3, shared={"n_ctx": 64})  # a shared setting it does not declare
     assert isinstance(block, Mamba) and block.layer_idx == 3 and block.d_inner == 32

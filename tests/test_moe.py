@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.blocks.moe import MoE, load_balance_stats, sinkhorn
+from common.blocks.moe import MoE, grouped_mm_aligned, load_balance_stats, sinkhorn
 from common.blocks.registry import build_block
 
 D, F_HID, E = 8, 12, 4
@@ -222,6 +222,46 @@ def test_expert_impls_agree_with_the_default_loop(impl, activation):
     gb = torch.autograd.grad(out_b.sum(), all_grads(b, x))
     for u, v in zip(ga, gb):
         torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
+
+
+def test_grouped_mm_follows_autocast_as_the_autograd_loop_does():
+    """Autocast does not cast `torch._grouped_mm`'s inputs; the block must, so that under bf16
+    autocast (the `paper` profile's `bf16-mixed`) the fused path computes what the loop does."""
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("torch._grouped_mm not available")
+    a = make(router="sigmoid", bias=True, expert_impl="autograd").eval()
+    b = make(router="sigmoid", bias=True, expert_impl="grouped_mm").eval()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 20, D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        try:
+            out_b = b(x)
+        except (RuntimeError, NotImplementedError) as err:
+            pytest.skip(f"grouped_mm unsupported here: {err}")
+        out_a = a(x)
+    assert out_a.dtype == out_b.dtype == torch.bfloat16
+    torch.testing.assert_close(out_b, out_a, rtol=0, atol=0)
+    ga = torch.autograd.grad(out_a.float().pow(2).sum(), [a.w_in, a.w_out])
+    gb = torch.autograd.grad(out_b.float().pow(2).sum(), [b.w_in, b.w_out])
+    for u, v in zip(ga, gb):
+        assert v.dtype == torch.float32
+        torch.testing.assert_close(v, u, rtol=1e-2, atol=1e-3)
+
+
+def test_grouped_mm_alignment_rule_matches_the_kernel():
+    """`grouped_mm_aligned` against the kernel itself (its CPU build enforces the same strides): the
+    default path must never pick shapes it rejects, as d_ff = 683 or BlackMamba's routing model's 172."""
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("torch._grouped_mm not available")
+    for d_model, d_ff in [(16, 683), (16, 172), (16, 344), (20, 16), (24, 40), (12, 24)]:
+        m = MoE(d_model, n_experts=2, d_ff=d_ff, expert_impl="grouped_mm").bfloat16()
+        try:
+            m(torch.randn(6, d_model, dtype=torch.bfloat16)).float().sum().backward()
+            runs = True
+        except RuntimeError as err:
+            assert "16 bytes" in str(err)
+            runs = False
+        assert grouped_mm_aligned(d_model, d_ff) == runs, (d_model, d_ff)
 
 
 def test_unused_experts_get_zero_gradients():

@@ -34,12 +34,18 @@ Scan = Literal["auto", "reference", "chunked", "cuda"]
 SCANS = get_args(Scan)
 @functools.cache
 def _mamba_ssm_ops():
-    """mamba-ssm's fused CUDA ops, or None where the package (or its compiled extension) is missing."""
+    """mamba-ssm's fused CUDA ops, or None where the package (or its compiled extension) is missing.
+
+    `mamba_inner_fn` also needs causal-conv1d's kernel: mamba-ssm imports without it and then fails
+    an assertion at the first training step, so a missing causal-conv1d counts as missing kernels.
+    """
     try:
-        from mamba_ssm.ops.selective_scan_interface import mamba_inner_fn, selective_scan_fn
+        from mamba_ssm.ops import selective_scan_interface as ops
     except Exception:  # ImportError, or a broken CUDA build raising something else at import
         return None
-    return selective_scan_fn, mamba_inner_fn
+    if getattr(ops, "causal_conv1d_fwd_function", None) is None:
+        return None
+    return ops.selective_scan_fn, ops.mamba_inner_fn
 
 
 def _scan_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -274,9 +280,9 @@ class Mamba(Block):
         if scan in ("auto", "cuda"):
             usable = x.is_cuda and x.dtype != torch.float64 and _mamba_ssm_ops() is not None
             if scan == "cuda" and not usable:
-                raise RuntimeError("scan='cuda' needs the mamba_ssm package with its CUDA extension, CUDA "
-                                   "tensors and a dtype other than float64; use scan='chunked' (pure PyTorch) "
-                                   "otherwise")
+                raise RuntimeError("scan='cuda' needs the mamba_ssm and causal_conv1d packages with their CUDA "
+                                   "extensions, CUDA tensors and a dtype other than float64; use scan='chunked' "
+                                   "(pure PyTorch) otherwise")
             # mamba-ssm's scan cannot start from a given state: continuing a cache is done by ours.
             scan = "cuda" if usable and (cache is None or cache.seqlen == 0) else "chunked"
         return scan

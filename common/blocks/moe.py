@@ -42,7 +42,8 @@ by expert so that each expert runs one matmul on a contiguous slice; outputs are
 with `index_add` weighted by the gates. No per-token loops, no one-hot matmuls. The experts run
 (`expert_impl=`) as a Python loop over the E slices with a hand-written backward ("loop", the
 default off CUDA), the same loop through autograd ("autograd", a reference), or one
-`torch._grouped_mm` call per matrix ("grouped_mm", the default on CUDA bf16 where available).
+`torch._grouped_mm` call per matrix ("grouped_mm", the default on CUDA in bf16 or bf16 autocast,
+sm80 and later, where d_model and d_ff are multiples of 8).
 
 Default `d_ff`: 8/3 * d_model rounded up to a multiple of 64, the usual SwiGLU width that keeps an
 expert's parameter count equal to a 4*d_model two-matrix MLP (it gives BlackMamba-1.5B's F = 3072
@@ -235,6 +236,19 @@ class _ExpertMLPs(torch.autograd.Function):
         return gx, gw_in, gw_out, gb_in, gb_out, None, None
 
 
+def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """The dtype autocast runs matmuls in on `x`'s device, or None where autocast is off."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
+
+def grouped_mm_aligned(d_model: int, d_ff: int) -> bool:
+    """Whether `torch._grouped_mm` takes these expert shapes in bf16, the only dtype the default path
+    gives it: every row of its operands must span a multiple of 16 bytes, so d_model and d_ff must be
+    multiples of 8. On an H100, d_ff = 683 failed with "strides should be multiple of 16 bytes"."""
+    return d_model % 8 == 0 and d_ff % 8 == 0
+
+
 class _ContiguousGrad(torch.autograd.Function):
     """Identity whose backward makes the incoming gradient contiguous: `torch._grouped_mm`'s
     backward rejects broadcast (stride 0) gradients such as the one `.sum()` produces."""
@@ -363,24 +377,30 @@ class MoE(Block):
         return torch.cat(outs) if outs else xs.new_zeros(0, self.d_model)
 
     def _experts_grouped(self, xs: torch.Tensor, counts: torch.Tensor, expert_of_row: torch.Tensor) -> torch.Tensor:
+        # Autocast does not cover `_grouped_mm`: under it, cast to its dtype here, as it casts a matmul.
+        dtype = _autocast_dtype(xs) or xs.dtype
+        w_in, w_out = self.w_in.to(dtype), self.w_out.to(dtype)
         offs = counts.cumsum(0).to(torch.int32)
-        h = torch._grouped_mm(xs, self.w_in.transpose(1, 2), offs=offs)
+        h = torch._grouped_mm(xs.to(dtype), w_in.transpose(1, 2), offs=offs)
         if self.b_in is not None:
-            h = h + self.b_in[expert_of_row]
-        y = torch._grouped_mm(_ContiguousGrad.apply(glu(h, self.activation)), self.w_out.transpose(1, 2), offs=offs)
+            h = h + self.b_in[expert_of_row].to(dtype)
+        y = torch._grouped_mm(_ContiguousGrad.apply(glu(h, self.activation)), w_out.transpose(1, 2), offs=offs)
         if self.b_out is not None:
-            y = y + self.b_out[expert_of_row]
+            y = y + self.b_out[expert_of_row].to(dtype)
         return _ContiguousGrad.apply(y)
 
     def _impl(self, x: torch.Tensor) -> str:
         if self.expert_impl != "auto":
             return self.expert_impl
-        if torch.is_autocast_enabled(x.device.type):
-            return "autograd"  # the hand-written loop's out= matmuls would bypass autocast
-        # The fused kernel where it is known to be fast (CUDA, bf16, sm80+); the loop elsewhere.
-        if (hasattr(torch, "_grouped_mm") and x.is_cuda and x.dtype == torch.bfloat16
+        # The fused kernel where it is known to be fast (CUDA, bf16 tensors or bf16 autocast, sm80+)
+        # and the shapes allow it.
+        dtype = _autocast_dtype(x) or x.dtype
+        if (hasattr(torch, "_grouped_mm") and x.is_cuda and dtype == torch.bfloat16
+                and grouped_mm_aligned(self.d_model, self.d_ff)
                 and torch.cuda.get_device_capability(x.device)[0] >= 8):
             return "grouped_mm"
+        if _autocast_dtype(x) is not None:
+            return "autograd"  # the hand-written loop's out= matmuls would bypass autocast
         return "loop"
 
     # --- forward -------------------------------------------------------------------------------
