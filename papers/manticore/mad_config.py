@@ -70,7 +70,6 @@ class MADExperimentsConfig(MADSelection):
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
-    match_tolerance: float = bounded(0.02, ge=0)  # relative test loss counted as a match
 
     def check(self) -> None:
         super().check()
