@@ -6,9 +6,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXTRAS ?= dev
 comma := ,
+empty :=
+space := $(empty) $(empty)
 # One stamp per set of extras, so asking for other extras installs them.
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 LOCK := requirements/constraints.txt
+# The `gpu` extra's packages compile CUDA code against the installed torch, which pip's build
+# isolation hides from them (mamba-ssm's setup.py imports torch): they are installed last, without
+# it. The same list as pyproject.toml's `gpu` extra (a test keeps them equal).
+GPU_PACKAGES := mamba-ssm causal-conv1d flash-attn
+BASE_EXTRAS := $(subst $(space),$(comma),$(filter-out gpu,$(subst $(comma),$(space),$(EXTRAS))))
 
 export DVC_NO_ANALYTICS := 1
 # Stage commands in dvc.yaml call `python`: make it the project's interpreter.
@@ -22,7 +29,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned exactly: an unpinned resolve would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[$(BASE_EXTRAS)]"
+	$(if $(filter gpu,$(subst $(comma),$(space),$(EXTRAS))),$(BIN)/python -m pip install --quiet setuptools wheel ninja \
+	    && $(BIN)/python -m pip install --no-build-isolation $(GPU_PACKAGES))
 	touch $(STAMP)
 
 install: $(STAMP)
