@@ -93,3 +93,40 @@ def test_the_committed_records_name_stages_that_exist():
     for record in json.loads(readiness.RECORDS.read_text()):
         assert record["stage"] in stages, record["stage"]
         assert {"pipeline", "date", "batch_rows", "precision", "seconds", "peak_pss_mib", "rc"} <= set(record)
+
+
+def test_measured_gpu_steps_fill_their_rows_and_only_theirs():
+    """A GPU record counts for the network of the same pipeline, name, shapes and parameter count; its
+    hours are steps x runs x measured seconds, beside the hours at the stated utilisation."""
+    lm_baseline = readiness.PIPELINES["root"][1]["lm_baseline"]()[0]
+    params, _ = measure(lm_baseline)
+    record = {"network": "llama", "n_ctx": lm_baseline.n_ctx, "rows_per_step": lm_baseline.rows_per_step,
+              "params": params, "seconds_per_step": 0.5, "utilisation": 0.05}
+    table, _, (measured, stated) = readiness.pipeline_table("root", {}, {"root:lm_baseline:0": record})
+    row = next(line for line in table.splitlines() if line.startswith("| `lm_baseline`"))
+    hours = lm_baseline.steps * lm_baseline.runs * 0.5 / 3600
+    assert f"0.5 s, 5.0%, {hours:.3g} h" in row and measured == pytest.approx(hours) and stated > 0
+    other = {**record, "rows_per_step": record["rows_per_step"] * 2}  # another batch: not this row's speed
+    table, _, (measured, _) = readiness.pipeline_table("root", {}, {"root:lm_baseline:0": other})
+    assert "0.5 s" not in table and measured == 0
+
+
+def test_gpu_steps_names_its_rows_by_pipeline_stage_and_index():
+    from rehearsal.gpu_steps import works
+
+    listed = works(["blackmamba:train_compare:1", "blackmamba:train_compare:0"])
+    assert [(key, w.network) for key, w in listed] == [("blackmamba:train_compare:1", "mamba"),
+                                                       ("blackmamba:train_compare:0", "blackmamba")]
+    with pytest.raises(SystemExit, match="unknown rows"):
+        works(["blackmamba:train_compare:9"])
+
+
+@pytest.mark.long  # lists Manticore's stages, which builds their full-size pretrained components
+def test_the_committed_gpu_records_name_rows_that_exist():
+    from rehearsal.gpu_steps import works
+
+    rows = readiness.load_gpu_steps()
+    assert rows, "rehearsal/gpu_steps.json holds the H100 measurements the READMEs quote"
+    named = dict(works(list(rows)))
+    for key, record in rows.items():
+        assert named[key].network == record["network"] and named[key].n_ctx == record["n_ctx"]
