@@ -35,7 +35,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.mixer_memory import build_llama, build_mixer  # noqa: E402
+from benchmarks.mixer_memory import D_MODEL, N_LAYERS, VOCAB, build_llama, build_mixer  # noqa: E402
 from benchmarks.moe_speed import DenseSwiGLU, LoopSwitchMLP  # noqa: E402
 from common.blocks.mamba import _mamba_ssm_ops  # noqa: E402
 from common.blocks.moe import MoE  # noqa: E402
@@ -120,7 +120,7 @@ def bench_mamba(warmup: int, reps: int) -> dict:
 def bench_attention(warmup: int, reps: int) -> dict:
     out = {}
     for n_ctx in CONTEXTS:
-        ids = torch.randint(0, 4096, (1, n_ctx), device="cuda")
+        ids = torch.randint(0, VOCAB, (1, n_ctx), device="cuda")
         row = {}
         torch.manual_seed(0)
         mixer = build_mixer(n_ctx).cuda()
@@ -134,7 +134,7 @@ def bench_attention(warmup: int, reps: int) -> dict:
             row[f"llama_{attn}"] = measure(step, warmup, reps)
             del loss, model
         out[str(n_ctx)] = row
-    return {"d_model": 256, "n_layers": 4, "batch": 1, "results": out}
+    return {"d_model": D_MODEL, "n_layers": N_LAYERS, "batch": 1, "results": out}
 
 
 def bench_moe(warmup: int, reps: int) -> dict:

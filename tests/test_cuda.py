@@ -4,8 +4,6 @@ mamba-ssm tests only where `mamba-ssm` and `causal-conv1d` are installed with th
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -173,7 +171,7 @@ def test_language_model_is_the_same_on_cuda_and_cpu():
     cfg = LMConfig(vocab_size=50, d_model=D, n_ctx=64, pattern="attn,mamba,moe,swiglu")
     torch.manual_seed(0)
     cpu = LanguageModel(cfg).eval()
-    gpu = LanguageModel(replace(cfg)).cuda().eval()
+    gpu = LanguageModel(cfg).cuda().eval()
     gpu.load_state_dict(cpu.state_dict())
     ids = torch.randint(0, 50, (2, 30))
     with torch.no_grad():
