@@ -394,12 +394,12 @@ class MoE(Block):
             return self.expert_impl
         # The fused kernel where it is known to be fast (CUDA, bf16 tensors or bf16 autocast, sm80+)
         # and the shapes allow it.
-        dtype = _autocast_dtype(x) or x.dtype
-        if (hasattr(torch, "_grouped_mm") and x.is_cuda and dtype == torch.bfloat16
+        autocast = _autocast_dtype(x)
+        if (hasattr(torch, "_grouped_mm") and x.is_cuda and (autocast or x.dtype) == torch.bfloat16
                 and grouped_mm_aligned(self.d_model, self.d_ff)
                 and torch.cuda.get_device_capability(x.device)[0] >= 8):
             return "grouped_mm"
-        if _autocast_dtype(x) is not None:
+        if autocast is not None:
             return "autograd"  # the hand-written loop's out= matmuls would bypass autocast
         return "loop"
 
