@@ -14,7 +14,9 @@
 
 Every step runs under bf16 autocast with fp32 weights, as `precision: bf16-mixed` trains. Medians
 of `--reps` timed steps after `--warmup`, each synchronised; peaks from `torch.cuda.max_memory_allocated`.
-A peer that fails (out of memory, a missing kernel) is recorded with its error, not dropped.
+A peer that fails (out of memory, a missing kernel) is recorded with its error, not dropped. The
+Mamba section is written as `mamba_with_kernels` or `mamba_without_kernels`; a later run on the same
+device replaces the sections it runs and keeps the others (and the file's `notes`).
 
     python -m benchmarks.cuda_kernels [--sections mamba attention moe] [--reps 10] [--out PATH]
 """
@@ -22,11 +24,13 @@ A peer that fails (out of memory, a missing kernel) is recorded with its error, 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -190,14 +194,20 @@ def main(argv: list[str] | None = None) -> dict:
     benches = {"mamba": bench_mamba, "attention": bench_attention, "moe": bench_moe}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
               "precision": "bf16 autocast, fp32 weights", "warmup": args.warmup, "reps": args.reps}
+    # Sections of earlier runs on the same device stay (with their notes): the Mamba section is run
+    # once with the kernels installed and once without, each under its own key.
+    if args.out.is_file() and json.loads(args.out.read_text()).get("device") == result["device"]:
+        result = {**json.loads(args.out.read_text()), **result}
     for section in args.sections:
+        key = section
+        if section == "mamba":
+            key = "mamba_with_kernels" if _mamba_ssm_ops() is not None else "mamba_without_kernels"
         t0 = time.perf_counter()
-        result[section] = benches[section](args.warmup, args.reps)
-        result[section]["seconds"] = time.perf_counter() - t0
+        result[key] = {**benches[section](args.warmup, args.reps), "date": date.today().isoformat()}
+        result[key]["seconds"] = time.perf_counter() - t0
         write_json(args.out, result)  # after each section, so a run cut short keeps what it measured
-        print(f"{section}: {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"{key}: {time.perf_counter() - t0:.0f} s", flush=True)
     return result
-
 
 if __name__ == "__main__":
     main()

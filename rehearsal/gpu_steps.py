@@ -11,16 +11,19 @@ them, halved until they fit (gradient accumulation); one warm-up step, then `--s
 Forward-only rows time forward passes without gradients. FLOPs per row are counted as the tables
 count them (`rehearsal.readiness.measure`), training as three forward passes. The CPU rehearsal cut
 the depth of Pythia-410M and Mamba-370M to fit 24 GiB; here they run at their real depth. Writes
-the records to `--out` after every network, so a run stopped at `--budget-s` keeps what it measured.
+the records to `--out` after every network, so a run stopped at `--budget-s` keeps what it measured;
+rows measured earlier on the same device stay, as do the file's `notes`.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import platform
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -118,19 +121,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "python": platform.python_version(), "mamba_ssm_kernels": _mamba_ssm_ops() is not None,
-              "stated_utilisation": UTILISATION, "steps": args.steps, "rows": {}}
+              "python": platform.python_version(), "stated_utilisation": UTILISATION, "steps": args.steps,
+              "rows": {}}
+    # Rows of earlier runs on the same device stay (with the file's notes); the ones run now replace theirs.
+    if args.out.is_file() and json.loads(args.out.read_text()).get("device") == record["device"]:
+        earlier = json.loads(args.out.read_text())
+        record = {**earlier, **record, "rows": earlier["rows"]}
+    kernels = _mamba_ssm_ops() is not None
     start = time.perf_counter()
     for key, work in works(args.only):
         if time.perf_counter() - start > args.budget_s:
-            record["rows"][key] = {"network": work.network, "skipped": f"past --budget-s {args.budget_s:.0f}"}
+            record["rows"].setdefault(key, {"network": work.network,
+                                            "skipped": f"past --budget-s {args.budget_s:.0f}"})
             continue
         t0 = time.perf_counter()
         try:
             row = run_one(work, args.steps)
         except (RuntimeError, ValueError) as err:  # torch.OutOfMemoryError is a RuntimeError
             row = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
-        record["rows"][key] = {"network": work.network, **row, "wall_s": time.perf_counter() - t0}
+        record["rows"][key] = {"network": work.network, **row, "mamba_ssm_kernels": kernels,
+                               "date": date.today().isoformat(), "wall_s": time.perf_counter() - t0}
         gc.collect()
         torch.cuda.empty_cache()
         write_json(args.out, record)
