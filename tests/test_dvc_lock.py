@@ -140,6 +140,30 @@ def test_lock_matches_the_checkouts_code_and_params(repo, code_paths, dvc_file):
                     pytrace=False)
 
 
+def downstream_problems(repo: Repo) -> list[str]:
+    """One line per stage whose lock records an input other than what the producing stage's lock
+    records as its output: the producer was rerun and this stage was not. Locks alone decide it, so
+    it holds for data a fresh clone does not have."""
+    stages = [(f, s) for f in DVC_FILES for s in load_stages(repo, ROOT / f)]
+    produced = {o.fs_path: (f"{f}:{s.name}", o.hash_info.value) for f, s in stages for o in s.outs}
+    problems = []
+    for f, stage in stages:
+        for dep in file_deps(stage):
+            producer, value = produced.get(dep.fs_path, (None, None))
+            if producer and dep.hash_info.value != value:
+                problems.append(f"{f}:{stage.name}: dep {dep.def_path}: recorded {dep.hash_info.value}, "
+                                f"but {producer} recorded {value}")
+    return problems
+
+
+def test_each_stage_ran_on_what_its_upstream_stages_last_wrote(repo):
+    problems = downstream_problems(repo)
+    if problems:
+        pytest.fail("stages ran on older outputs of the stages they read; rerun them (or `dvc commit` them, "
+                    "having checked that what they read did not change):\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
 # --- A stage depends only on its profile's params --------------------------------------------------
 
 def pipeline_definitions(root: Path, profile: str) -> Path:
