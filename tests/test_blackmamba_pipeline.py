@@ -110,3 +110,20 @@ def test_zero_shot_writes_its_tasks_output_when_every_task_is_built_in(tmp_path)
                                         tmp_path / "tasks")
     assert tasks == ["piqa", "hellaswag"] and include_path is None
     assert json.loads((tmp_path / "tasks" / "tasks.json").read_text())["tasks"] == tasks
+
+
+@pytest.mark.parametrize(("blackmamba", "transformer", "moe_transformer", "verdict"), [
+    ([0.98, 0.99, 1.00], [1.50, 1.52, 1.51], [1.40, 1.42, 1.41], "reproduced"),
+    # One model's interval straddles the tolerance: the timings cannot tell flat from growing.
+    ([0.98, 0.99, 1.00], [1.50, 1.52, 1.51], [1.21, 1.33, 1.45], "inconclusive"),
+    # A transformer measurably flat, or BlackMamba measurably growing: the opposite of the figure.
+    ([0.98, 0.99, 1.00], [1.50, 1.52, 1.51], [1.19, 1.20, 1.21], "not reproduced"),
+    ([1.50, 1.52, 1.51], [1.50, 1.52, 1.51], [1.40, 1.42, 1.41], "not reproduced"),
+    # A single timing has no interval, whatever it says.
+    ([0.99], [1.51], [1.41], "inconclusive"),
+])
+def test_figure_5_is_judged_on_the_interval_of_repeated_timings(blackmamba, transformer, moe_transformer, verdict):
+    from papers.blackmamba.report import flat_latency_verdict
+
+    growth = {"blackmamba": blackmamba, "transformer": transformer, "moe_transformer": moe_transformer}
+    assert flat_latency_verdict(growth, 1.3)[0] == verdict
