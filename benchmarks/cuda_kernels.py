@@ -196,8 +196,9 @@ def main(argv: list[str] | None = None) -> dict:
               "precision": "bf16 autocast, fp32 weights", "warmup": args.warmup, "reps": args.reps}
     # Sections of earlier runs on the same device stay (with their notes): the Mamba section is run
     # once with the kernels installed and once without, each under its own key.
-    if args.out.is_file() and json.loads(args.out.read_text()).get("device") == result["device"]:
-        result = {**json.loads(args.out.read_text()), **result}
+    earlier = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    if earlier.get("device") == result["device"]:
+        result = {**earlier, **result}
     for section in args.sections:
         key = section
         if section == "mamba":
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
         write_json(args.out, result)  # after each section, so a run cut short keeps what it measured
         print(f"{key}: {time.perf_counter() - t0:.0f} s", flush=True)
     return result
+
 
 if __name__ == "__main__":
     main()

@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
               "python": platform.python_version(), "stated_utilisation": UTILISATION, "steps": args.steps,
               "rows": {}}
     # Rows of earlier runs on the same device stay (with the file's notes); the ones run now replace theirs.
-    if args.out.is_file() and json.loads(args.out.read_text()).get("device") == record["device"]:
-        earlier = json.loads(args.out.read_text())
+    earlier = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    if earlier.get("device") == record["device"]:
         record = {**earlier, **record, "rows": earlier["rows"]}
     kernels = _mamba_ssm_ops() is not None
     start = time.perf_counter()
