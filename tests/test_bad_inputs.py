@@ -166,24 +166,38 @@ def test_a_tokenizer_without_manifest_that_does_not_parse_is_one_line(smoke_data
     assert not (tmp_path / "hf").exists()
 
 
-MODEL_DAMAGE = {
+def flip_weight_byte(data: bytes) -> bytes:
+    """One byte of a tensor flipped: the file still parses, with a wrong weight in it."""
+    last = len(data) - 1
+    return data[:last] + bytes([data[last] ^ 0x01])
+
+
+MODEL_DAMAGE = {  # without a manifest (a directory saved elsewhere or earlier), the loader's own checks
     "truncated weights": ("model.safetensors", truncate, "model.safetensors: unreadable"),
     "broken config": ("config.json", truncate, "config.json: not valid JSON"),
     "config without lm_config": ("config.json", lambda _: b'{"format": "language-model"}', "no lm_config mapping"),
+    "flipped weight byte": ("model.safetensors", flip_weight_byte, None),  # only the manifest can see it
 }
 
 
+@pytest.mark.parametrize("manifest", [True, False], ids=["manifest", "no-manifest"])
 @pytest.mark.parametrize("case", sorted(MODEL_DAMAGE))
-def test_a_damaged_model_directory_is_one_line(case, tmp_path, capsys):
+def test_a_damaged_model_directory_is_one_line(case, manifest, tmp_path, capsys):
     from common.models import hf_causal_lm
     from common.models.lm import LanguageModel, LMConfig, save_language_model
 
     name, damage, expected = MODEL_DAMAGE[case]
     save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu", n_ctx=4)), tmp_path / "m")
     model = damaged_copy(tmp_path / "m", tmp_path / "damaged", name, damage)
+    if not manifest:
+        (model / "manifest.json").unlink()
+        if expected is None:
+            hf_causal_lm.main([str(model), str(tmp_path / "hf")])  # loads: a flipped byte is still a valid float
+            return
     with pytest.raises(SystemExit) as excinfo:
         hf_causal_lm.main([str(model), str(tmp_path / "hf")])
-    assert_one_line_exit(capsys, excinfo, expected)
+    assert_one_line_exit(capsys, excinfo,
+                         f"{name}: corrupted (content hash differs from the manifest)" if manifest else expected)
     assert not (tmp_path / "hf").exists()
 
 

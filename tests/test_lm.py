@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 
 import pytest
@@ -136,8 +138,18 @@ def test_save_and_load_language_model_round_trip(tmp_path):
     state = load_file(str(tmp_path / "m" / "model.safetensors"))
     state["blocks.1.up_proj.weight"] = torch.zeros(3, 3)
     save_file(state, str(tmp_path / "m" / "model.safetensors"))
+    with pytest.raises(DataError, match=r"model.safetensors: corrupted \(content hash differs"):
+        load_language_model(tmp_path / "m")
+    (tmp_path / "m" / "manifest.json").unlink()  # a directory saved before manifests: the shapes still decide
     with pytest.raises(DataError, match=r"blocks.1.up_proj.weight has shape \(3, 3\)"):
         load_language_model(tmp_path / "m")
+
+
+def test_a_saved_model_lists_the_sha256_of_its_files(tmp_path):
+    directory = save_language_model(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu")), tmp_path / "m")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["files"] == {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+                                 for name in ("config.json", "model.safetensors")}
 
 
 def test_standard_init_is_normal_for_linear_layers_and_keeps_mamba_its_own():

@@ -22,8 +22,9 @@ import common.blocks  # noqa: F401  (registers every block family)
 from common.blocks.norms import build_norm
 from common.blocks.registry import block_class, build_block, check_block_options
 from common.config import bounded, from_dict
+from common.data.manifest import MANIFEST, file_sha256, verify_manifest
 from common.errors import ConfigError, DataError
-from common.io import atomic_dir
+from common.io import atomic_dir, write_json
 
 
 @dataclass
@@ -200,6 +201,7 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float, top_k
 # --- saving and loading ---------------------------------------------------------------------------
 
 FORMAT = "language-model"
+MODEL_FILES = ("config.json", "model.safetensors")
 HF_MODEL_TYPE = "hybrid_lm"  # a `transformers` directory written by `hf_causal_lm.save_pretrained`
 
 
@@ -224,8 +226,8 @@ def check_model_type(path: str | Path, *expected: str, other_loader: str) -> Non
 
 
 def save_language_model(model: LanguageModel, path: str | Path) -> Path:
-    """`config.json` (the `LMConfig`) and `model.safetensors`, written atomically. A tied head is
-    stored once, as the embedding."""
+    """`config.json` (the `LMConfig`), `model.safetensors` and `manifest.json` (a SHA-256 of each),
+    written atomically. A tied head is stored once, as the embedding."""
     from safetensors.torch import save_file
 
     state = {k: v.contiguous() for k, v in model.state_dict().items()
@@ -234,18 +236,27 @@ def save_language_model(model: LanguageModel, path: str | Path) -> Path:
         (tmp / "config.json").write_text(json.dumps(
             {"format": FORMAT, "lm_config": asdict(model.cfg)}, indent=2))
         save_file(state, str(tmp / "model.safetensors"))
+        write_model_manifest(tmp)
     return Path(path)
 
 
+def write_model_manifest(directory: Path) -> None:
+    """Hash only the model's own files: stages keep other things (a tokenizer) in the same directory."""
+    write_json(directory / MANIFEST, {"format": FORMAT, "files": {n: file_sha256(directory / n) for n in MODEL_FILES}})
+
+
 def load_language_model(path: str | Path) -> LanguageModel:
-    """Read back `save_language_model`'s directory, checking every tensor name and shape, in the
-    dtype it was saved in. A `transformers` directory of ours (`hf_causal_lm.save_pretrained`) loads too."""
+    """Read back `save_language_model`'s directory, checking its files against their manifest and
+    every tensor name and shape, in the dtype it was saved in. A `transformers` directory of ours
+    (`hf_causal_lm.save_pretrained`) loads too."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
     if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
         raise DataError(f"{path}: expected config.json and model.safetensors (written by save_language_model)")
+    if (path / MANIFEST).is_file():  # directories saved before manifests, or by transformers, have none
+        verify_manifest(path, hint="save the model again, or rerun the stage that wrote it")
     try:
         raw = json.loads((path / "config.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
