@@ -48,8 +48,10 @@ def test_near_an_end_of_the_hamming_range(values, target, verdict):
     assert entry["verdict"] == verdict
 
 
-def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32) -> dict:
-    sources = {name: {"seeds": {str(k): {f"c{c}": {"test_top1": v}, f"c{c}_cosine_top1": cosine}
+def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32,
+               l1: float = 0.03, l2: float = 0.03) -> dict:
+    sources = {name: {"seeds": {str(k): {f"c{c}": {"test_top1": v}, f"c{c}_cosine_top1": cosine,
+                                         f"c{c}_l1_top1": l1, f"c{c}_l2_top1": l2}
                                 for k, v in enumerate(values)}}
                for name, values in top1.items()}
     infonce = {"seeds": {str(k): {f"speedup_c{c}": 150.0} for k in range(3)}}
@@ -214,11 +216,25 @@ def test_kernel_and_heads_variants_are_judged_beside_the_clm_flat_mixer_of_the_s
     ([0.10, 0.11, 0.12], 0.30, "not reproduced"),
 ])
 def test_cosine_ranking_is_judged_against_the_retrieval_model_on_the_same_embeddings(model, cosine, verdict):
-    from papers.masked_mixers.report import cosine_claim
+    from papers.masked_mixers.report import ranking_claims
 
     ret = _retrieval({"mixer_trained": model, "mixer_trained_mean": LEARNED}, cosine=cosine)
-    entry = cosine_claim(ret)
-    assert entry["id"] == "sec4-2-cosine-unsuitable-for-mixers" and entry["verdict"] == verdict
+    entry = {e["id"]: e for e in ranking_claims(ret)}["sec4-2-cosine-unsuitable-for-mixers"]
+    assert entry["verdict"] == verdict
+
+
+@pytest.mark.parametrize(("l1", "l2", "verdict"), [
+    (0.03, 0.03, "reproduced"),
+    (0.03, 0.40, "not reproduced"),  # one distance that retrieves better than the retrieval model is enough
+    (0.40, 0.03, "not reproduced"),
+])
+def test_l1_and_l2_rankings_are_judged_by_the_better_of_the_two(l1, l2, verdict):
+    from papers.masked_mixers.report import ranking_claims
+
+    ret = _retrieval({"mixer_trained": LEARNED, "mixer_trained_mean": LEARNED}, l1=l1, l2=l2)
+    entry = {e["id"]: e for e in ranking_claims(ret)}["sec4-2-l1-l2-unsuitable-for-mixers"]
+    assert entry["verdict"] == verdict
+    assert entry["arms"]["better of L1 and L2 ranking"]["mean"] == pytest.approx(max(l1, l2))
 
 
 def _gaps(mixer: list[float], llama: list[float], val: float = 2.0) -> tuple[dict, dict]:

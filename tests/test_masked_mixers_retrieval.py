@@ -15,6 +15,7 @@ from papers.masked_mixers.retrieval import (
     embed_texts,
     infonce_loss,
     make_batch,
+    ranking_top1,
     sample_candidates,
     train_retrieval,
 )
@@ -108,6 +109,31 @@ def test_infonce_loss_matches_a_naive_loop():
         sims = [F.cosine_similarity(q[i], d[j], dim=0) / tau for j in range(5)]
         expected += -(sims[i] - torch.logsumexp(torch.stack(sims), 0))
     torch.testing.assert_close(infonce_loss(q, d, tau), expected / 5)
+
+
+def test_rankings_match_a_loop_over_the_same_candidate_sets():
+    """Cosine, L1 and L2 top-1 against plain-Python scores on the candidates a copy of the generator
+    draws; the targets are noisy, rescaled queries, so the three rankings disagree."""
+    torch.manual_seed(0)
+    n, c = 40, 6
+    queries = torch.randn(n, 5)
+    targets = (queries + 0.8 * torch.randn(n, 5)) * torch.rand(n, 1) * 4
+    got = ranking_top1(queries, targets, c, n, torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(3)
+    indices = torch.randperm(n, generator=generator)
+    candidates, slots = sample_candidates(indices, n, c, generator)
+    measures = {
+        "cosine": lambda a, b: sum(x * y for x, y in zip(a, b)) / math.hypot(*a) / math.hypot(*b),
+        "l1": lambda a, b: -sum(abs(x - y) for x, y in zip(a, b)),
+        "l2": lambda a, b: -math.dist(a, b),
+    }
+    for name, measure in measures.items():
+        hits = 0
+        for query, row, slot in zip(indices.tolist(), candidates.tolist(), slots.tolist()):
+            scores = [measure(queries[query].tolist(), targets[j].tolist()) for j in row]
+            hits += scores.index(max(scores)) == slot
+        assert got[name] == pytest.approx(hits / n), name
+    assert len(set(got.values())) > 1, "the three rankings should differ on these targets"
 
 
 def test_mean_pooling_averages_the_hidden_states_of_the_tokens_only():

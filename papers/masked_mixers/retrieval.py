@@ -19,8 +19,8 @@ InfoNCE baseline of "Masked Mixers II".
    trained, and seeds the retrieval model and the candidate draws): train loss, test loss and
    top-1 accuracy on the test pairs with freshly drawn candidates, and the throughput of
    embedding + training, in examples per second and in embeddings per second (c + 1 per example,
-   the blog's count), and the top-1 of ranking the candidates by cosine similarity alone (no
-   retrieval model): whether the embeddings carry the match at all. Seeds run in parallel worker
+   the blog's count), and the top-1 of ranking the candidates by cosine similarity, L1 or L2
+   distance alone (no retrieval model): whether the embeddings carry the match at all. Seeds run in parallel worker
    processes, one torch thread each.
 5. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
    its story beats the other stories of the batch (temperature `tau`); its throughput in texts
@@ -238,12 +238,15 @@ def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: I
             "texts_per_s": round(2 * cfg.steps * cfg.batch_size / seconds, 2)}
 
 
-def cosine_top1(queries, targets, c: int, n: int, generator: torch.Generator) -> float:
-    """Top-1 accuracy of ranking c candidates (Algorithm 1 sets) by cosine similarity."""
+def ranking_top1(queries, targets, c: int, n: int, generator: torch.Generator) -> dict[str, float]:
+    """Top-1 accuracy of ranking c candidates (Algorithm 1 sets) by cosine similarity, and by L1 and
+    L2 distance (§4.2 finds all three unsuitable for mixers), on the same candidate sets."""
     indices = torch.randperm(len(queries), generator=generator)[:n]
     candidates, slots = sample_candidates(indices, len(targets), c, generator)
-    sims = F.cosine_similarity(queries[indices, None], targets[candidates], dim=-1)
-    return (sims.argmax(-1) == slots).float().mean().item()
+    q, t = queries[indices, None], targets[candidates]
+    scores = {"cosine": F.cosine_similarity(q, t, dim=-1), "l1": -(q - t).abs().sum(-1),
+              "l2": -(q - t).pow(2).sum(-1)}  # squared: the same order as the distance
+    return {name: (score.argmax(-1) == slots).float().mean().item() for name, score in scores.items()}
 
 
 # -------------------------------------------------------------------------------------- stage
@@ -349,10 +352,10 @@ def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, id
                                             for k in ("train_q", "train_t", "test_q", "test_t"))
         embed_seconds = time.perf_counter() - start
         row = {"embed_seconds": round(embed_seconds, 2), "texts_embedded": n_texts}
-        # A parameter-free check that the embeddings carry the match at all: cosine ranking.
+        # Parameter-free checks that the embeddings carry the match at all: ranking by similarity.
         generator = torch.Generator().manual_seed(seed)
-        row[f"c{cfg.candidates[0]}_cosine_top1"] = round(
-            cosine_top1(test_q, test_t, cfg.candidates[0], cfg.n_test, generator), 4)
+        ranked = ranking_top1(test_q, test_t, cfg.candidates[0], cfg.n_test, generator)
+        row.update({f"c{cfg.candidates[0]}_{name}_top1": round(top1, 4) for name, top1 in ranked.items()})
         for c in cfg.candidates:
             result = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, seed)
             examples = cfg.training.steps * cfg.training.batch_size
@@ -372,7 +375,7 @@ def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, id
     generator = torch.Generator().manual_seed(seed)
     test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id) for k in ("test_q", "test_t"))
     c = cfg.candidates[0]
-    infonce[f"c{c}_cosine_top1"] = round(cosine_top1(test_q, test_t, c, cfg.n_test, generator), 4)
+    infonce[f"c{c}_cosine_top1"] = round(ranking_top1(test_q, test_t, c, cfg.n_test, generator)["cosine"], 4)
     # The blog counts InfoNCE samples as pairs (640/s); counting both texts of a pair, as here,
     # doubles InfoNCE's figure and halves every ratio below.
     for c in cfg.candidates:
