@@ -44,7 +44,7 @@ SKIPPED = {
     ("make", "install"): "installs packages (EXTRAS=dev,gpu needs CUDA)",
 }
 PYTHON_SKIPPED = {
-    "load_released": "loads BlackMamba's released 1.5B checkpoint (6 GB); tests/test_blackmamba_checkpoint.py loads "
+    "load_released": "loads BlackMamba's released 1.5B checkpoint (6 GB); tests/test_blackmamba_model.py loads "
                      "small models in the release layout",
     "data/manticore/components": "reads the components the Manticore pipeline trains; "
                                  "tests/test_manticore_pipeline.py runs this block in its smoke repository",
