@@ -181,3 +181,14 @@ def test_hub_components_are_saved_with_their_own_tokenizers(two_tokenizers, tmp_
     assert json.loads((tmp_path / "c.json").read_text())["components"]["mamba"]["tokens"] == len(other_tok)
     # the run directory is one of the stage's DVC outputs, so it exists even when nothing trains
     assert (tmp_path / "runs").is_dir()
+
+
+def test_components_load_in_training_mode(tmp_path):
+    """Lightning keeps each module's mode; a component loaded for inference (eval mode) would route
+    its mixture of experts by argmax while the hybrid trains."""
+    from papers.manticore.vocabulary import load_components
+
+    cfg = LMConfig(vocab_size=16, d_model=8, pattern="moe", n_ctx=4, blocks={"moe": {"n_experts": 2, "d_ff": 8}})
+    save_language_model(LanguageModel(cfg), tmp_path / "moe")
+    (component,) = load_components(tmp_path, ["moe"])
+    assert all(module.training for module in component.modules())

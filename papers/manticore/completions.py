@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(cfg.threads)
     if cfg.greedy not in cfg.components:
         raise ConfigError(f"greedy: {cfg.greedy!r} is not one of the components {cfg.components}")
-    models = dict(zip(cfg.components, load_components(args.components, cfg.components)))
+    components = load_components(args.components, cfg.components)
+    models = {name: model.eval() for name, model in zip(cfg.components, components)}
     tokenizers = dict(zip(cfg.components, load_component_tokenizers(args.components, cfg.components)))
 
     texts = prompts(cfg, args.stories)

@@ -33,11 +33,13 @@ TOKENIZER_DIR = "tokenizer"
 
 
 def load_components(directory: Path, names: list[str]) -> list[LanguageModel]:
-    """The named components as the `components` stage saved them, each with its own vocabulary."""
+    """The named components as the `components` stage saved them, each with its own vocabulary, in
+    training mode: a hybrid trains them or holds them frozen, and Lightning keeps each module's mode,
+    so a component left in eval mode would, for one, route a mixture of experts by argmax in training."""
     missing = [n for n in names if not (directory / n / "config.json").is_file()]
     if missing:
         raise DataError(f"{directory}: no component {missing}; run the components stage first")
-    return [load_language_model(directory / n) for n in names]
+    return [load_language_model(directory / n).train() for n in names]
 
 
 def load_component_tokenizers(directory: Path, names: list[str]) -> list:
