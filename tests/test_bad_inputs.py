@@ -192,7 +192,8 @@ def test_a_damaged_model_directory_is_one_line(case, manifest, tmp_path, capsys)
     if not manifest:
         (model / "manifest.json").unlink()
         if expected is None:
-            hf_causal_lm.main([str(model), str(tmp_path / "hf")])  # loads: a flipped byte is still a valid float
+            hf_causal_lm.main([str(model), str(tmp_path / "hf")])  # a flipped byte still parses: unnoticed
+            assert (tmp_path / "hf" / "config.json").is_file()
             return
     with pytest.raises(SystemExit) as excinfo:
         hf_causal_lm.main([str(model), str(tmp_path / "hf")])
