@@ -47,8 +47,9 @@ def json_leaves(value, path=(), timed=False):
         yield path, value, timed
 
 
-def compare_json(a: Path, b: Path) -> tuple[list[str], int]:
-    """(differing leaves outside timing, number of differing timing leaves). In a file that measures
+def compare_json(a: Path, b: Path) -> tuple[list[str], int, tuple[float, str] | None]:
+    """(differing leaves outside timing, number of differing timing leaves, the largest absolute
+    difference between two numbers among the former with its leaf, or None). In a file that measures
     time (`latency.json`), every leaf is timing except memory sizes."""
     timed_file = bool(TIMING.search(a.stem))
 
@@ -59,7 +60,11 @@ def compare_json(a: Path, b: Path) -> tuple[list[str], int]:
     left, right = leaves(a), leaves(b)
     differing = [p for p in left.keys() | right.keys() if left.get(p, (None,))[0] != right.get(p, (None,))[0]]
     timed = [p for p in differing if left.get(p, right.get(p))[1]]
-    return sorted(".".join(map(str, p)) for p in differing if p not in timed), len(timed)
+    untimed = [p for p in differing if p not in timed]
+    numbers = [(abs(left[p][0] - right[p][0]), ".".join(map(str, p))) for p in untimed
+               if p in left and p in right and all(isinstance(side[p][0], (int, float))
+                                                   and not isinstance(side[p][0], bool) for side in (left, right))]
+    return sorted(".".join(map(str, p)) for p in untimed), len(timed), max(numbers, default=None)
 
 
 def same_weights(a: Path, b: Path) -> bool:
@@ -80,9 +85,10 @@ def compare_file(a: Path, b: Path, name: str) -> str | None:
     if digest(a) == digest(b):
         return None
     if a.suffix == ".json":
-        differing, timed = compare_json(a, b)
+        differing, timed, largest = compare_json(a, b)
         if differing:
-            return f"{name}: {len(differing)} differing values outside timing ({', '.join(differing[:5])})"
+            most = f"; largest numeric difference {largest[0]:.3g} at {largest[1]}" if largest else ""
+            return f"{name}: {len(differing)} differing values outside timing ({', '.join(differing[:5])}){most}"
         return "timing" if timed else None
     if a.suffix == ".safetensors":
         return None if same_weights(a, b) else f"{name}: weights differ"

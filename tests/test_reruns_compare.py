@@ -42,5 +42,12 @@ def test_a_result_weights_or_other_file_that_differs_is_a_disagreement(tmp_path,
                                          "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]},
                       torch.tensor([1.0, 1.0, 1.5]), "| b |")
     assert status == 1
-    assert "results/r.json: 1 differing values outside timing (loss)" in out
+    assert "results/r.json: 1 differing values outside timing (loss); largest numeric difference 0.25 at loss" in out
     assert "data/run/model.safetensors: weights differ" in out and "results/table.md: bytes differ" in out
+
+
+def test_the_largest_numeric_difference_is_named_and_other_kinds_are_not_measured(tmp_path, capsys):
+    status, out = run(tmp_path, capsys, {"loss": 1.375, "elapsed_s": 3.0, "seeds": [0.5, "x"], "flag": True,
+                                         "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]}, torch.ones(3))
+    # loss 1.5 -> 1.375 (0.125); the new leaves exist on one side only, so they have no difference
+    assert status == 1 and "largest numeric difference 0.125 at loss" in out

@@ -533,32 +533,33 @@ def ranking_claims(ret: dict) -> list[dict]:
     def mean(values: list[float]) -> str:
         return f"{statistics.fmean(values):.3f} ± {spread(values)['std']:.3f}"
 
-    def best_distance(name: str) -> list[float]:
+    def distance(name: str) -> list[float]:
         return [max(pair) for pair in zip(ranking_top1(ret, name, c, "l1"), ranking_top1(ret, name, c, "l2"))]
 
-    pooled, trained = "mixer_trained_mean", model_top1("mixer_trained")
-    rankings = {
-        "sec4-2-cosine-unsuitable-for-mixers": (
-            "Cosine distance on a mixer's output does not retrieve as accurately as a retrieval model trained on it",
-            "cosine ranking", lambda name: ranking_top1(ret, name, c, "cosine"), ""),
-        "sec4-2-l1-l2-unsuitable-for-mixers": (
-            "L1 and L2 distances on a mixer's output are also unsuitable for retrieval",
-            "better of L1 and L2 ranking", best_distance,
-            "per seed, L1 " + ", ".join(f"{x:.3f}" for x in ranking_top1(ret, "mixer_trained", c, "l1"))
-            + "; L2 " + ", ".join(f"{x:.3f}" for x in ranking_top1(ret, "mixer_trained", c, "l2"))),
-    }
-    entries = []
-    for claim_id, (claim, arm, ranked, evidence) in rankings.items():
+    def cosine(name: str) -> list[float]:
+        return ranking_top1(ret, name, c, "cosine")
+
+    def entry(claim_id: str, claim: str, arm: str, ranked, evidence: str | None = None) -> dict:
         diff = paired_differences(ranked("mixer_trained"), trained)
         verdict, why = judge_difference(diff, -1, above_chance_ok=above_chance(trained, chance))
-        entries.append(claim_entry(
+        return claim_entry(
             id=claim_id, paper=PAPER, profile=ret["profile"], claim=claim, where="§4.2 (stated, no table)",
             metric=f"top-1 among c = {c} candidates on the trained mixer's embeddings, {arm} - retrieval model",
             arms={arm: ranked("mixer_trained"), "retrieval model": trained}, difference=diff, chance=chance,
             control=f"the same two on the trained mixer's mean-pooled states: {arm} {mean(ranked(pooled))}, "
                     f"retrieval model {mean(model_top1(pooled))}",
-            verdict=verdict, why=why, evidence=evidence or None))
-    return entries
+            verdict=verdict, why=why, evidence=evidence)
+
+    pooled, trained = "mixer_trained_mean", model_top1("mixer_trained")
+    per_seed = {name: ", ".join(f"{x:.3f}" for x in ranking_top1(ret, "mixer_trained", c, name))
+                for name in ("l1", "l2")}
+    return [
+        entry("sec4-2-cosine-unsuitable-for-mixers", "Cosine distance on a mixer's output does not retrieve as "
+              "accurately as a retrieval model trained on it", "cosine ranking", cosine),
+        entry("sec4-2-l1-l2-unsuitable-for-mixers", "L1 and L2 distances on a mixer's output are also unsuitable "
+              "for retrieval", "better of L1 and L2 ranking", distance,
+              evidence=f"per seed, L1 {per_seed['l1']}; L2 {per_seed['l2']}"),
+    ]
 
 
 def retrieval_claims(ret: dict) -> list[dict]:
