@@ -78,6 +78,11 @@ def test_a_misspelt_hugging_face_config_field_is_one_line():
         from_dict(LMConfig, spec, where="x")
     spec["blocks"]["hf_decoder"]["config"] = {"num_attention_heads": 4}
     from_dict(LMConfig, spec, where="x")
+    # A field Hugging Face's own validation refuses for this d_model: one line, not its report.
+    spec["blocks"]["hf_decoder"]["config"] = {"num_attention_heads": 3}
+    with pytest.raises(ConfigError, match=r"^x\.blocks\.hf_decoder: gpt_neox config: .*divisible") as err:
+        from_dict(LMConfig, {**spec, "d_model": 32}, where="x")
+    assert "\n" not in str(err.value)
 
 
 class Doubler(Block):
@@ -117,6 +122,14 @@ STAGE_TYPOS = [
      "train_compare.smoke.baselines.mamba.blocks.mamba.d_stat: unknown option; allowed: d_state,"),
     ("papers/masked_mixers/params.yaml", "models", ["archs", "mixer_k4", "blocks", "mixer"],
      {"kernel": 4}, "models.smoke.archs.mixer_k4.blocks.mixer.kernel: unknown option; allowed: kernel_size,"),
+    # Well-typed values a block refuses for the model's sizes, found when the config is loaded too.
+    ("papers/masked_mixers/params.yaml", "models", ["archs", "mixer_flat", "blocks", "mixer"],
+     {"n_heads": 3}, "models.smoke.archs.mixer_flat.blocks.mixer: n_heads=3 must divide d_model=16"),
+    ("papers/masked_mixers/params.yaml", "models", ["archs", "mixer_flat", "blocks", "mixer"],
+     {"parallel": 2, "n_heads": 2},
+     "models.smoke.archs.mixer_flat.blocks.mixer: parallel=2 combines with neither n_heads > 1 nor expansion"),
+    ("papers/blackmamba/params.yaml", "train_compare", ["baselines", "transformer", "blocks", "attn"],
+     {"n_heads": 5}, "train_compare.smoke.baselines.transformer.blocks.attn: n_heads=5 must divide d_model="),
 ]
 
 

@@ -37,6 +37,8 @@ VARIANTS = {
     "softmax_weights_expanded2": {"softmax": "weights", "expansion": 2},
     "softmax_outputs": {"softmax": "outputs"},
     "softmax_outputs_heads2": {"softmax": "outputs", "n_heads": 2},
+    "parallel2": {"parallel": 2},
+    "parallel3_kernel4": {"parallel": 3, "kernel_size": 4},
 }
 
 
@@ -171,6 +173,30 @@ def test_heads_are_genuinely_different():
     W0, b0 = reference_weight(block.conv)[:N_CTX, :, 0], block.conv.bias.detach()[:N_CTX]
     collapsed = block.out_proj(torch.einsum("ts,bsd->btd", W0, block.in_proj(x)) + b0[:, None])
     torch.testing.assert_close(tied(x), collapsed)
+
+
+@pytest.mark.parametrize("T", [N_CTX, 6])
+def test_parallel_convolutions_each_read_the_whole_input(T):
+    """P masked convolutions of the same input, concatenated along features, then one linear map:
+    built here from the raw parameters, one convolution at a time."""
+    block = make(parallel=2)
+    x = torch.randn(2, T, D, dtype=torch.double)
+    W = block.conv.weight.detach().reshape(2, N_CTX, N_CTX) * lower_triangle(N_CTX)
+    bias = block.conv.bias.detach().reshape(2, N_CTX)
+    outputs = [torch.einsum("ts,bsd->btd", W[p, :T, :T], x) + bias[p, :T, None] for p in range(2)]
+    A, a = block.out_proj.weight.detach(), block.out_proj.bias.detach()
+    expected = sum(outputs[p] @ A[:, p * D:(p + 1) * D].T for p in range(2)) + a
+    torch.testing.assert_close(block(x), expected, rtol=1e-12, atol=1e-12)
+    assert not torch.equal(W[0], W[1])  # two convolutions, not one used twice
+    assert block.out_proj.in_features == 2 * D and block.in_proj is None
+
+
+def test_parallel_refuses_heads_and_expansion():
+    for options in ({"n_heads": 2}, {"expansion": 2}, {"expanded": True}):
+        with pytest.raises(ValueError, match="parallel=2 combines with neither"):
+            make(parallel=2, **options)
+    with pytest.raises(ValueError, match="at least 1"):
+        make(parallel=0)
 
 
 def test_masked_weights_get_zero_gradient_and_never_move():

@@ -50,7 +50,7 @@ def test_every_profile_validates_and_lists_the_paper_models():
     raw = yaml.safe_load(PARAMS.read_text())
     for profile in ("smoke", "tiny", "paper"):
         stage_config(raw, "models", ModelsConfig, profile)
-    for name in ("mixer_flat", "mixer_expanded", "mixer_k4", "mixer_heads2_k4", "llama_h4", "gpt",
+    for name in ("mixer_flat", "mixer_expanded", "mixer_k4", "mixer_heads2_k4", "mixer_parallel2", "llama_h4", "gpt",
                  "transfixer_series", "transfixer_before", "transfixer_parallel", "mixer_autoencoder",
                  "transformer_autoencoder", "mixer_bidirectional", "transformer_bidirectional"):
         assert name in ARCHS

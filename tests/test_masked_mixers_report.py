@@ -54,8 +54,16 @@ def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32,
                                          f"c{c}_l1_top1": l1, f"c{c}_l2_top1": l2}
                                 for k, v in enumerate(values)}}
                for name, values in top1.items()}
-    infonce = {"seeds": {str(k): {f"speedup_c{c}": 150.0} for k in range(3)}}
-    return {"profile": "tiny", "candidates": [c], "sources": sources, "infonce": infonce}
+    return {"profile": "tiny", "candidates": [c], "sources": sources, "infonce": _infonce([150.0] * 3, c=c)}
+
+
+def _infonce(speedups: list[float], after: float = 0.03, final: float = 2.9, finite: bool = True,
+             c: int = 32) -> dict:
+    """InfoNCE results at batch 16 (chance loss ln 16 = 2.77), one run per speedup."""
+    run = {f"c{c}_cosine_top1": after, "train_loss": final, "finite": finite, "max_loss": 3.5,
+           "loss_curve": {str(64 * (i + 1)): 3.0 for i in range(16)}}
+    return {"source": "mixer_trained", "steps": 1024, "batch_size": 16,
+            "seeds": {str(k): {**run, f"speedup_c{c}": v} for k, v in enumerate(speedups)}}
 
 
 AT_CHANCE = [0.03, 0.035, 0.028]
@@ -106,8 +114,23 @@ def test_a_control_that_learns_only_beyond_the_budget_makes_the_rows_need_paper_
 def test_infonce_throughput_holds_only_when_every_seed_agrees(speedups, verdict):
     ret = _retrieval({"mixer_trained": AT_CHANCE, "transformer_trained": AT_CHANCE, "mixer_untrained": AT_CHANCE,
                       "mixer_trained_mean": AT_CHANCE})
-    ret["infonce"] = {"seeds": {str(k): {"speedup_c32": v} for k, v in enumerate(speedups)}}
+    ret["infonce"] = _infonce(speedups)
     assert {e["id"]: e for e in retrieval_claims(ret)}["infonce-throughput"]["verdict"] == verdict
+
+
+@pytest.mark.parametrize(("after", "final", "finite", "verdict"), [
+    (0.40, 0.6, True, "not reproduced"),   # learns at batch 16: loss below ln 16, top-1 above chance
+    (0.03, 2.9, True, "inconclusive"),     # fails, but no larger batch beside it to blame the batch size
+    (0.40, 0.6, False, "inconclusive"),    # the loss blew up on the way
+    (0.40, 3.1, True, "inconclusive"),     # top-1 up, but the loss ends above its chance
+])
+def test_infonce_at_small_batch_is_judged_against_the_model_before_tuning(after, final, finite, verdict):
+    ret = _retrieval({"mixer_trained": AT_CHANCE, "transformer_trained": AT_CHANCE, "mixer_untrained": AT_CHANCE,
+                      "mixer_trained_mean": AT_CHANCE})
+    ret["infonce"] = _infonce([150.0] * 3, after=after, final=final, finite=finite)
+    entry = {e["id"]: e for e in retrieval_claims(ret)}["blog-infonce-fails-at-small-batch"]
+    assert entry["verdict"] == verdict
+    assert entry["difference"]["mean"] == pytest.approx(after - 0.03)  # paired with the cosine ranking before
 
 
 def test_the_context_length_row_reads_runs_shorter_than_five_steps():
@@ -191,18 +214,20 @@ def _variants(losses: dict[str, list[float]], flops: dict[str, int]) -> tuple[di
 def test_kernel_and_heads_variants_are_judged_beside_the_clm_flat_mixer_of_the_same_seeds():
     from papers.masked_mixers.report import variants_claims
 
-    flops = {"mixer_flat": 100, "mixer_k4": 125, "mixer_heads2_k4": 150}
+    flops = {"mixer_flat": 100, "mixer_k4": 125, "mixer_heads2_k4": 150, "mixer_parallel2": 180}
     var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_k4": [1.40, 1.30, 1.50],
-                          "mixer_heads2_k4": [1.38, 1.28, 1.48]}, dict(flops))
+                          "mixer_heads2_k4": [1.38, 1.28, 1.48], "mixer_parallel2": [1.46, 1.36, 1.56]}, dict(flops))
     entries = {e["id"]: e for e in variants_claims(var, clm)}
     kernel, heads = entries["sec3-4-kernel4-lower-loss-per-step"], entries["tab-s5-two-heads-slightly-better"]
+    parallel = entries["sec3-4-parallel-convs-lower-loss-per-step"]
     # Paired by seed: the seeds' spread (0.1) is far larger than the gap, which every seed shares.
     assert kernel["difference"]["mean"] == pytest.approx(-0.1) and kernel["verdict"] == "reproduced"
     assert heads["difference"]["mean"] == pytest.approx(-0.02) and heads["verdict"] == "reproduced"
-    assert "1.25x" in kernel["evidence"] and "1.50x" in heads["evidence"]
+    assert parallel["difference"]["mean"] == pytest.approx(-0.04) and parallel["verdict"] == "reproduced"
+    assert "1.25x" in kernel["evidence"] and "1.50x" in heads["evidence"] and "1.80x" in parallel["evidence"]
 
     var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_k4": [1.60, 1.50, 1.70],
-                          "mixer_heads2_k4": [1.60, 1.50, 1.70]}, dict(flops))
+                          "mixer_heads2_k4": [1.60, 1.50, 1.70], "mixer_parallel2": [1.60, 1.50, 1.70]}, dict(flops))
     assert variants_claims(var, clm)[0]["verdict"] == "not reproduced"
     clm["steps"] = 300
     with pytest.raises(ValueError, match="different steps or seeds"):

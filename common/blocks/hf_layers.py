@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers import GPTNeoConfig, GPTNeoXConfig, LlamaConfig
 from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoBlock
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoXRotaryEmbedding
@@ -57,7 +58,10 @@ class HFDecoderLayer(Block):
             raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILIES)}")
         self.check_options({"family": family, "config": config}, "hf_decoder")
         config_cls, layer_cls, rotary_cls = FAMILIES[family]
-        hf_config = config_cls(**{**(config or {}), "hidden_size": d_model})
+        try:
+            hf_config = config_cls(**{**(config or {}), "hidden_size": d_model})
+        except (ValueError, StrictDataclassError) as err:  # e.g. heads that do not divide hidden_size
+            raise ValueError(f"{family} config: {' '.join(str(err).split())}") from None
         # GPT-Neo has only its eager attention, which applies its own causal and local masks.
         hf_config._attn_implementation = "eager" if family == "gpt_neo" else "sdpa"
         self.family = family

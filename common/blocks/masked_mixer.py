@@ -24,6 +24,11 @@ Differences from the official code, on purpose:
 - The multi-head mixer is the 2025 fixed design (a projection and a separate conv per head). The
   v1 code reused a stale loop index and convolved `x` rather than each projection, so all its
   heads were the same conv.
+- "Two parallel convolutions" (§3.4) are not defined in the paper. Here they are the v1
+  `MixerHead` as its loop meant it: each of P masked convolutions reads the whole (normed) input,
+  the P outputs are concatenated along features and `Linear(P * d, d)` maps them back. (Summing
+  two convolutions of the same input instead would be one convolution reparameterised, with no
+  more inter-token freedom than the flat mixer.)
 - The softmax mixer of §3.4 and Table S5 comes in two forms, because the paper and the official
   code disagree: `softmax="weights"` is the paper's ("Softmax-transforming the 1D convolutional
   weights before re-masking": each output position's weights over the input positions, then the
@@ -188,6 +193,9 @@ class MaskedMixer(Block):
     - `n_heads = H > 1`: per head a projection `Linear(d, d/H)` (one `Linear(d, d)` split in H
       slices), its own masked conv on that projection, heads concatenated back to d, then
       `Linear(d, d)`. H = 1 is the flat mixer with no projections, as in the paper.
+    - `parallel = P > 1`: P masked convs side by side, each on the whole input (no projection in),
+      outputs concatenated to P * d features, then `Linear(P * d, d)`: the paper's "parallel
+      convolutions" (§3.4). Not combined with heads or expansion.
     - `softmax`: `"weights"` (the paper's softmax mixer: every conv's weights, softmax over input
       positions, then masked) or `"outputs"` (the official code's: softmax over the features of the
       mixing output, heads concatenated, before `out_proj`); `"none"` by default.
@@ -200,18 +208,24 @@ class MaskedMixer(Block):
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
                  expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None,
-                 softmax: Literal["none", "weights", "outputs"] = "none"):
+                 softmax: Literal["none", "weights", "outputs"] = "none", parallel: int = 1):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
-        self.n_ctx, self.n_heads, self.softmax = n_ctx, n_heads, softmax
+        self.n_ctx, self.n_heads, self.softmax, self.parallel = n_ctx, n_heads, softmax, parallel
         self.expanded = expansion != 1 if expanded is None else expanded
+        if parallel < 1:
+            raise ValueError(f"parallel={parallel}: the number of parallel convolutions must be at least 1")
+        if parallel > 1 and (n_heads > 1 or self.expanded):
+            raise ValueError(f"parallel={parallel} combines with neither n_heads > 1 nor expansion: "
+                             "parallel convolutions each read the whole flat input")
         self.hidden = max(1, round(expansion * n_ctx)) if self.expanded else n_ctx
         self.in_proj = nn.Linear(d_model, d_model, bias=bias) if n_heads > 1 else None
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias) if n_heads > 1 else None
+        self.out_proj = nn.Linear(parallel * d_model, d_model, bias=bias) if n_heads > 1 or parallel > 1 else None
+        groups = n_heads * parallel  # one of the two is 1
         on_weights = softmax == "weights"
-        self.conv = MaskedSeqConv(n_ctx, self.hidden, kernel_size, n_heads, bias, weight_softmax=on_weights)
-        self.conv_out = (MaskedSeqConv(self.hidden, n_ctx, kernel_size, n_heads, bias, weight_softmax=on_weights)
+        self.conv = MaskedSeqConv(n_ctx, self.hidden, kernel_size, groups, bias, weight_softmax=on_weights)
+        self.conv_out = (MaskedSeqConv(self.hidden, n_ctx, kernel_size, groups, bias, weight_softmax=on_weights)
                          if self.expanded else None)
 
     def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
@@ -221,6 +235,8 @@ class MaskedMixer(Block):
         if self.in_proj is not None:
             x = self.in_proj(x)
         h = rearrange(x, "b t (h d) -> b h t d", h=self.n_heads)
+        if self.parallel > 1:
+            h = h.expand(-1, self.parallel, -1, -1)  # every convolution reads the same input
         if self.expanded:
             # Hidden rows >= T are only read by outputs >= T (tril), so they can be dropped too.
             h = self.conv_out(F.gelu(self.conv(h, min(T, self.hidden))), T)

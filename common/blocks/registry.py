@@ -170,4 +170,7 @@ def build_block(name: str, d_model: int, layer_idx: int = 0, shared: dict[str, A
     cls = block_class(name)
     kwargs = {key: value for key, value in (shared or {}).items() if key in block_options(cls)}
     kwargs.update(check_block_options(name, options, where=name))
-    return cls(d_model=d_model, layer_idx=layer_idx, **kwargs)
+    try:
+        return cls(d_model=d_model, layer_idx=layer_idx, **kwargs)
+    except ValueError as err:  # a block's own check of its options against the model's sizes
+        raise ConfigError(f"blocks.{name}: {err}") from None

@@ -61,6 +61,11 @@ class LMConfig:
             if not isinstance(options, dict):
                 raise ConfigError(f"blocks.{name}: expected a mapping of options, got {type(options).__name__}")
             check_block_options(name, options, where=f"blocks.{name}")
+        # Values a block refuses for this model's sizes (heads that do not divide d_model, ...) stop
+        # the config here, before any work: each block built once, on the meta device (no memory).
+        for name in dict.fromkeys(self.layers):
+            with torch.device("meta"):
+                build_block(name, self.d_model, shared={"n_ctx": self.n_ctx}, **self.blocks.get(name, {}))
 
 
 def check_lm_spec(raw: dict[str, Any], where: str) -> None:

@@ -25,7 +25,11 @@ InfoNCE baseline of "Masked Mixers II".
 5. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
    its story beats the other stories of the batch (temperature `tau`); its throughput in texts
    per second (two per pair) is compared with the embedding route's embeddings per second, and
-   its top-1 accuracy is measured on the same candidate sets by cosine similarity.
+   its top-1 accuracy is measured on the same candidate sets by cosine similarity (the source's
+   own cosine ranking, before tuning, is the baseline). The blog finds InfoNCE fails at small
+   batch: the loss does not fall below chance (log of the batch size) and then blows up. The
+   training loss curve (means over `curve_points` windows), its maximum and whether it stayed
+   finite are reported for that claim.
 6. Sizing (`sizing`): at the first seed and c, the retrieval model trained for several step counts
    on more pairs, for the positive control and the single-position sources: the budget at which
    the control leaves chance, and where the others stand at that budget.
@@ -40,6 +44,7 @@ from common.stages import stage_cli
 CLI = stage_cli(__name__, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -208,6 +213,7 @@ class InfoNCEConfig:
     batch_size: int = bounded(16, ge=2)
     tau: float = bounded(0.05, gt=0)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4, weight_decay=0.0, warmup_steps=0))
+    curve_points: int = bounded(16, ge=1)  # the training loss is reported as means over this many windows
 
 
 def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
@@ -233,7 +239,14 @@ def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: I
         scheduler.step()
         losses.append(loss.item())
     seconds = time.perf_counter() - start
-    return {"train_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4), "train_seconds": round(seconds, 2),
+    # The blog's failure at small batch is a loss that does not fall below chance (log of the batch:
+    # every text of the batch equally likely), then blows up: the curve shows both.
+    n = min(cfg.curve_points, cfg.steps)
+    ends = [round((i + 1) * cfg.steps / n) for i in range(n)]
+    curve = {str(end): round(sum(losses[start:end]) / (end - start), 4) for start, end in zip([0, *ends], ends)}
+    return {"train_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4), "loss_curve": curve,
+            "max_loss": round(max(losses), 4), "finite": all(math.isfinite(x) for x in losses),
+            "chance_loss": round(math.log(cfg.batch_size), 4), "train_seconds": round(seconds, 2),
             "pairs_per_s": round(cfg.steps * cfg.batch_size / seconds, 2),
             "texts_per_s": round(2 * cfg.steps * cfg.batch_size / seconds, 2)}
 
@@ -437,7 +450,8 @@ def main(argv: list[str] | None = None) -> None:
                       "position": spec.position if spec.pooling == "position" else None,
                       "seeds": {seed: out["sources"][name] for seed, out in per_seed.items()}}
                for name, spec in cfg.sources.items()}
-    infonce = {"source": cfg.infonce_source, "seeds": {seed: out["infonce"] for seed, out in per_seed.items()}}
+    infonce = {"source": cfg.infonce_source, "steps": cfg.infonce.steps, "batch_size": cfg.infonce.batch_size,
+               "tau": cfg.infonce.tau, "seeds": {seed: out["infonce"] for seed, out in per_seed.items()}}
     write_json(args.out, {"profile": profile, "n_train": len(ids["train_q"]), "n_test": len(ids["test_q"]),
                           "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "seeds": cfg.seeds,
                           "sources": sources, "infonce": infonce, "sizing": sizing})

@@ -2,9 +2,12 @@
 the `clm` section's recipe so that the report sets each run beside the clm stage's flat mixer of the
 same seed, without training that one twice.
 
-The paper grows the mixer's inter-token part two ways: a convolution kernel of size k over the
-feature axis (k masked position-mixing matrices per layer instead of one), and several heads (a
-projection per head, a masked convolution on each, concatenated and projected back). Its finding:
+The paper grows the mixer's inter-token part three ways: parallel convolutions (here each reads the
+whole input, the outputs concatenated and projected back: the paper does not define them), a
+convolution kernel of size k over the feature axis (k masked position-mixing matrices per layer
+instead of one), and several heads (a projection per head, a masked convolution on each,
+concatenated and projected back). Of the first: "the per-step loss is slightly lower but fewer
+optimizer steps are taken". Of the other two:
 "Both for increases in kernel size as well as adding convolutional heads the per-step loss was lower
 than for the vanilla flat masked mixer, but as fewer steps were taken with fixed compute the overall
 losses remained similar." Equal steps test the first half. For the second, this stage counts each
