@@ -155,6 +155,7 @@ def _mm_sizes():
 
 def _mm_trained(section: str) -> list[Work]:
     from papers.masked_mixers.compare import CompareConfig, load_norms_section
+    from papers.masked_mixers.context_length import load_section as load_context_section
     from papers.masked_mixers.models import build_model
     from papers.masked_mixers.one_step import load_section as load_one_step_section
     from papers.masked_mixers.train_test_gap import load_section as load_gap_section
@@ -163,7 +164,7 @@ def _mm_trained(section: str) -> list[Work]:
     vocab, _, _ = root_sizes()
     # Sections trained with the clm section's recipe: their loaders read a file, so a copy that names the profile.
     loaders = {"norms": load_norms_section, "mixer_variants": load_variants_section, "train_test_gap": load_gap_section,
-               "one_step": load_one_step_section}
+               "one_step": load_one_step_section, "context_length": load_context_section}
     if section in loaders:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "params.yaml"
@@ -227,6 +228,7 @@ MASKED_MIXERS_STAGES: dict[str, Callable[[], list[Work]] | str] = {
     "mixer_variants": lambda: _mm_trained("mixer_variants"),
     "train_test_gap": lambda: _mm_trained("train_test_gap"),
     "one_step": lambda: _mm_trained("one_step"),
+    "context_length": lambda: _mm_trained("context_length"),
     "representation": "gradient steps on inputs of untrained and clm models (minutes)",
     "generation": mm_generation,
     "autoencoders": lambda: _mm_trained("autoencoders"),

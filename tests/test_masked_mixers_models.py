@@ -211,6 +211,12 @@ def test_hidden_states_are_what_the_model_feeds_its_head(name):
     ("train_test_gap", "train_test_gap", {"train_rows": 0}, "train_rows"),
     ("one_step", "one_step", {"models": ["mixer_k4"]}, "mixer_k4 is not trained by the clm section"),
     ("one_step", "one_step", {"models": []}, "models: list at least one"),
+    ("context_length", "context_length", {"models": ["mixer_flat"]}, "models: list at least two"),
+    ("context_length", "context_length", {"models": ["mixer_flat", "mixer_k4"]},
+     "mixer_k4 is not trained by the clm section"),
+    ("context_length", "context_length", {"n_ctx": 24},
+     "n_ctx: 24 must be shorter than models.n_ctx = 32 and divide it"),
+    ("context_length", "context_length", {"n_ctx": 32}, "n_ctx: 32 must be shorter than models.n_ctx = 32"),
 ])
 def test_bad_params_of_the_clm_recipe_stages_exit_2_with_one_line(module, section, params, message, tmp_path,
                                                                     monkeypatch, capsys):

@@ -12,8 +12,8 @@ from nbclient import NotebookClient
 
 from tests.test_dvc import _run, copy_checkout
 
-STAGES = ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "representation", "generation",
-          "autoencoders", "bidirectional", "summaries", "retrieval", "memory", "expansion", "report")
+STAGES = ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "context_length", "representation",
+          "generation", "autoencoders", "bidirectional", "summaries", "retrieval", "memory", "expansion", "report")
 RESULTS = "papers/masked_mixers/results"
 
 
@@ -34,7 +34,8 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     for name in ("clm_loss.png", "autoencoders_loss.png", "bidirectional_loss.png", "claims.json", "metrics.json"):
         assert (results / name).stat().st_size > 0, name
 
-    for section in ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "autoencoders", "bidirectional"):
+    for section in ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "context_length", "autoencoders",
+                    "bidirectional"):
         res = json.loads((results / f"{section}.json").read_text())
         assert res["profile"] == "smoke" and res["chance_loss"] > 0
         for name, model in res["models"].items():

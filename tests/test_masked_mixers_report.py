@@ -324,3 +324,32 @@ def test_softmax_mixers_are_judged_worse_and_absent_models_have_no_row():
     assert entry["difference"]["mean"] == pytest.approx(0.4333, abs=1e-3) and "1.01x" in entry["evidence"]
     var, clm = _variants({"mixer_flat": [1.50, 1.40, 1.60], "mixer_softmax_weights": [1.55, 1.46, 1.64]}, dict(flops))
     assert variants_claims(var, clm)[0]["verdict"] == "direction reproduced"  # worse in every seed, not by 0.43
+
+
+def _context(short: dict[str, list[float]], long: dict[str, list[float]], late: float = 0.01) -> tuple[dict, dict]:
+    """context_length results at n_ctx 32 and clm results at n_ctx 128, the same steps and seeds."""
+    ctx, clm = (_results(losses, dict.fromkeys(losses, late)) for losses in (short, long))
+    for res, n_ctx, rows in ((ctx, 32, 64), (clm, 128, 16)):
+        res.update(seeds=[0, 1, 2], sizes={"n_ctx": n_ctx}, batch_size=rows)
+    return ctx, clm
+
+
+@pytest.mark.parametrize(("mixer_short", "late", "verdict"), [
+    ([1.60, 1.52, 1.71], 0.01, "reproduced"),      # gap 0.1 at 32 tokens against 0.3 at 128, in every seed
+    ([2.00, 1.92, 2.11], 0.01, "not reproduced"),  # gap 0.5 at 32 tokens against 0.3: the shorter window hurts
+    ([1.60, 1.52, 1.71], 0.25, "inconclusive"),    # the last fifth still moves more than the gaps differ
+    ([4.99, 5.01, 5.02], 0.01, "inconclusive"),    # the mixer at the unigram loss
+])
+def test_a_shorter_window_is_judged_on_the_gap_against_the_clm_gap_of_the_same_seeds(mixer_short, late, verdict):
+    from papers.masked_mixers.report import short_context_claim
+
+    llama_short, mixer_long, llama_long = [1.50, 1.42, 1.61], [1.40, 1.31, 1.52], [1.10, 1.01, 1.22]
+    ctx, clm = _context({"mixer_flat": mixer_short, "llama_h4": llama_short},
+                        {"mixer_flat": mixer_long, "llama_h4": llama_long}, late)
+    entry = short_context_claim(ctx, clm)
+    assert entry["id"] == "blog-short-context-favours-mixer" and entry["verdict"] == verdict, entry["why"]
+    if verdict == "reproduced":
+        assert entry["difference"]["mean"] == pytest.approx(-0.2)
+    clm["steps"] = 300
+    with pytest.raises(ValueError, match="different steps or seeds"):
+        short_context_claim(ctx, clm)
