@@ -57,13 +57,15 @@ def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32,
     return {"profile": "tiny", "candidates": [c], "sources": sources, "infonce": _infonce([150.0] * 3, c=c)}
 
 
-def _infonce(speedups: list[float], after: float = 0.03, final: float = 2.9, finite: bool = True,
+def _infonce(speedups: list[float], after: float | list[float] = 0.03, final: float = 2.9, finite: bool = True,
              c: int = 32) -> dict:
     """InfoNCE results at batch 16 (chance loss ln 16 = 2.77), one run per speedup."""
-    run = {f"c{c}_cosine_top1": after, "train_loss": final, "finite": finite, "max_loss": 3.5,
+    after = after if isinstance(after, list) else [after] * len(speedups)
+    run = {"train_loss": final, "finite": finite, "max_loss": 3.5,
            "loss_curve": {str(64 * (i + 1)): 3.0 for i in range(16)}}
-    return {"source": "mixer_trained", "steps": 1024, "batch_size": 16,
-            "seeds": {str(k): {**run, f"speedup_c{c}": v} for k, v in enumerate(speedups)}}
+    return {"source": "mixer_trained", "steps": 1024, "batch_size": 16, "tau": 0.05,
+            "seeds": {str(k): {**run, f"c{c}_cosine_top1": a, f"speedup_c{c}": v}
+                      for k, (v, a) in enumerate(zip(speedups, after))}}
 
 
 AT_CHANCE = [0.03, 0.035, 0.028]
@@ -121,6 +123,7 @@ def test_infonce_throughput_holds_only_when_every_seed_agrees(speedups, verdict)
 @pytest.mark.parametrize(("after", "final", "finite", "verdict"), [
     (0.40, 0.6, True, "not reproduced"),   # learns at batch 16: loss below ln 16, top-1 above chance
     (0.03, 2.9, True, "inconclusive"),     # fails, but no larger batch beside it to blame the batch size
+    ([0.20, 0.16, 0.05], 2.2, True, "inconclusive"),  # learns in two seeds of three: the interval spans chance
     (0.40, 0.6, False, "inconclusive"),    # the loss blew up on the way
     (0.40, 3.1, True, "inconclusive"),     # top-1 up, but the loss ends above its chance
 ])
@@ -130,7 +133,10 @@ def test_infonce_at_small_batch_is_judged_against_the_model_before_tuning(after,
     ret["infonce"] = _infonce([150.0] * 3, after=after, final=final, finite=finite)
     entry = {e["id"]: e for e in retrieval_claims(ret)}["blog-infonce-fails-at-small-batch"]
     assert entry["verdict"] == verdict
-    assert entry["difference"]["mean"] == pytest.approx(after - 0.03)  # paired with the cosine ranking before
+    mean_after = sum(after) / 3 if isinstance(after, list) else after
+    assert entry["difference"]["mean"] == pytest.approx(mean_after - 0.03)  # paired with the cosine ranking before
+    if isinstance(after, list):
+        assert "the interval of the mean spans chance" in entry["why"]
 
 
 def test_the_context_length_row_reads_runs_shorter_than_five_steps():
@@ -335,7 +341,8 @@ def _context(short: dict[str, list[float]], long: dict[str, list[float]], late: 
 
 
 @pytest.mark.parametrize(("mixer_short", "late", "verdict"), [
-    ([1.60, 1.52, 1.71], 0.01, "reproduced"),      # gap 0.1 at 32 tokens against 0.3 at 128, in every seed
+    ([1.40, 1.32, 1.51], 0.01, "reproduced"),      # the mixer ahead at 32 tokens (-0.1), behind at 128 (+0.3)
+    ([1.60, 1.52, 1.71], 0.01, "direction reproduced"),  # gap 0.1 at 32 tokens against 0.3: narrower, still behind
     ([2.00, 1.92, 2.11], 0.01, "not reproduced"),  # gap 0.5 at 32 tokens against 0.3: the shorter window hurts
     ([1.60, 1.52, 1.71], 0.25, "inconclusive"),    # the last fifth still moves more than the gaps differ
     ([4.99, 5.01, 5.02], 0.01, "inconclusive"),    # the mixer at the unigram loss
@@ -348,8 +355,8 @@ def test_a_shorter_window_is_judged_on_the_gap_against_the_clm_gap_of_the_same_s
                         {"mixer_flat": mixer_long, "llama_h4": llama_long}, late)
     entry = short_context_claim(ctx, clm)
     assert entry["id"] == "blog-short-context-favours-mixer" and entry["verdict"] == verdict, entry["why"]
-    if verdict == "reproduced":
-        assert entry["difference"]["mean"] == pytest.approx(-0.2)
+    if verdict == "direction reproduced":
+        assert entry["difference"]["mean"] == pytest.approx(-0.2) and "still trails the Llama" in entry["why"]
     clm["steps"] = 300
     with pytest.raises(ValueError, match="different steps or seeds"):
         short_context_claim(ctx, clm)

@@ -368,6 +368,11 @@ def short_context_claim(ctx: dict, clm: dict) -> dict:
     if learned and verdict != "inconclusive" and moving >= abs(statistics.fmean(diff)):
         verdict, why = "inconclusive", (f"still moving: over the last fifth of training validation loss fell by "
                                         f"{moving:.3f}, as much as the difference of the gaps")
+    elif verdict == "reproduced" and statistics.fmean(gap_short) > 0:
+        # The blog gives a figure, no numbers, and reads it as the short window favouring the mixer.
+        verdict, why = "direction reproduced", (
+            f"the shorter window narrows the gap ({why}), but the mixer still trails the Llama at n_ctx {short} by "
+            f"{statistics.fmean(gap_short):.3f}")
 
     def shown(gaps: list[float]) -> str:
         return f"{statistics.fmean(gaps):+.3f} ± {spread(gaps)['std']:.3f}"
@@ -701,20 +706,25 @@ def infonce_small_batch_claim(ret: dict) -> dict:
     log_b = math.log(batch)
     finals = [run["train_loss"] for run in runs]
     stable = all(run["finite"] for run in runs)
-    learned = above_chance(after, 1 / c) and all(loss < log_b for loss in finals) and stable
-    curve = "; ".join(f"seed {seed}: " + " -> ".join(f"{x:.2f}" for x in list(run["loss_curve"].values())[::4])
-                      for seed, run in ret["infonce"]["seeds"].items())
+    above, below_chance_loss = above_chance(after, 1 / c), all(loss < log_b for loss in finals)
+    ends, peaks = list(runs[0]["loss_curve"]), ", ".join(f"{run['max_loss']:.1f}" for run in runs)
+    curve = ", ".join(f"{statistics.fmean(run['loss_curve'][end] for run in runs):.2f}" for end in ends)
+    blame = "with no larger batch trained beside it, a failure could not be put on the batch size"
     if len(runs) < 3:
         verdict, why = "inconclusive", f"{len(runs)} seed(s); a verdict needs at least 3"
-    elif learned:
+    elif not stable:
+        verdict, why = "inconclusive", f"the loss became non-finite, the blog's explosion, but {blame}"
+    elif above and below_chance_loss:
         verdict, why = "not reproduced", (
             f"at batch {batch} InfoNCE learns in every seed: its loss ends at {max(finals):.2f} at most, below chance "
             f"(ln {batch} = {log_b:.2f}), stays finite, and cosine top-1 rises above chance ({1 / c:.3f})")
     else:
-        failure = "its loss blew up" if not stable else "it does not learn"
+        seen = ", ".join(f"{a:.3f} (from {b:.3f})" for a, b in zip(after, before))
         verdict, why = "inconclusive", (
-            f"at batch {batch} {failure}, the claim's direction, but no larger batch was trained beside it, so the "
-            "failure cannot be put on the batch size")
+            f"cosine top-1 after tuning per seed {seen}, chance {1 / c:.3f}: "
+            + ("the interval of the mean spans chance" if not above else "above chance")
+            + ("" if below_chance_loss else f", and a final loss is not below ln {batch} = {log_b:.2f}")
+            + f"; {blame}")
     return claim_entry(
         id="blog-infonce-fails-at-small-batch", paper=PAPER, profile=ret["profile"],
         claim="InfoNCE tuning of a language model for retrieval fails at small batch: the loss does not fall and "
@@ -726,8 +736,8 @@ def infonce_small_batch_claim(ret: dict) -> dict:
         arms={"after InfoNCE": after, "before (same model)": before}, difference=paired_differences(after, before),
         chance=1 / c, control=f"the {source} embeddings before tuning, ranked the same way; the loss's own chance, "
                               f"ln {batch}", verdict=verdict, why=why,
-        evidence=f"training loss over each window of steps (every 4th of {len(runs[0]['loss_curve'])}): {curve}; "
-                 f"peak loss {max(run['max_loss'] for run in runs):.2f}")
+        evidence=f"training loss, mean over seeds of each {steps // len(ends)}-step window: {curve}; the highest "
+                 f"single-step loss per seed: {peaks}")
 
 
 def paper_scale_claims(clm: dict, ret: dict) -> list[dict]:
