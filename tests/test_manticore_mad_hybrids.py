@@ -15,7 +15,8 @@ from common.blocks.mamba import Mamba
 from common.blocks.moe import MoE
 from common.config import stage_config
 from common.errors import ConfigError
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
+from common.models.lm import LanguageModel
+from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
 from papers.manticore.mad_experiments import build_hybrid, main
 from tests.conftest import ROOT
 
@@ -34,7 +35,7 @@ def config(profile: str) -> MADExperimentsConfig:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_existing_hybrids_build_in_the_papers_block_order(profile):
     cfg = config(profile)
-    models = {n: build_lm(c, n) for n, c in baseline_configs(cfg, vocab_size=32, n_ctx=32).items()}
+    models = {n: LanguageModel(c) for n, c in baseline_configs(cfg, vocab_size=32, n_ctx=32).items()}
     # Mambaformer (the official baseline): a Mamba layer in place of positions, then (attention, Mamba) x 2.
     assert [type(b) for b in models["mambaformer"].blocks] == [Mamba, Attention, Mamba, Attention, Mamba]
     # MAD's striped multi-head Hyena + MoE-MLP: (MH-Hyena, MoE) x 2, two of eight experts per token.
@@ -125,5 +126,5 @@ def test_a_block_rejecting_its_options_stops_the_stage_before_training(tmp_path,
         main(["--params", str(path), "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out.json")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: mad_experiments.baselines.striped_mh_hyena_moe: ") and "n_heads=3" in err
+    assert err.startswith("error: mad_experiments.smoke.baselines.striped_mh_hyena_moe.blocks.hyena: n_heads=3 ")
     assert "\n" not in err and not (tmp_path / "runs").exists()

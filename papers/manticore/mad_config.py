@@ -12,7 +12,7 @@ from typing import Any, Literal
 from common.config import bounded, from_dict
 from common.data.mad import MADSelection
 from common.errors import ConfigError
-from common.models.lm import LanguageModel, LMConfig
+from common.models.lm import LMConfig
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.manticore.search import SearchConfig
@@ -121,10 +121,3 @@ def component_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) ->
 def baseline_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
     return lm_configs(cfg.baselines, vocab_size, n_ctx, "mad_experiments.baselines")
 
-
-def build_lm(lm: LMConfig, where: str) -> LanguageModel:
-    """A `LanguageModel`, with a block's rejection of its options (a ValueError) as a `ConfigError`."""
-    try:
-        return LanguageModel(lm)
-    except ValueError as err:
-        raise ConfigError(f"{where}: {err}") from None

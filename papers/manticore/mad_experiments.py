@@ -45,12 +45,12 @@ import lightning as L
 from common.data.mad import MADTaskConfig, sequence_length
 from common.errors import exit_on_user_error
 from common.io import write_json
-from common.models.lm import LMConfig
+from common.models.lm import LanguageModel, LMConfig
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from common.training.trainer import TrainerConfig, TrainingRun
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
+from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
 from papers.manticore.search import (
     ManticoreSearchModule,
     SearchConfig,
@@ -64,7 +64,7 @@ log = logging.getLogger("mad_experiments")
 
 def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int, projectors: bool) -> Manticore:
     """Manticore over fresh copies of `configs` (in order), mixture weights uniform."""
-    return Manticore([build_lm(c, f"mad_experiments: hybrid component {n}") for n, c in configs.items()],
+    return Manticore([LanguageModel(c) for c in configs.values()],
                      ManticoreConfig(n_blocks=n_blocks, vocab_size=vocab_size, use_projectors=projectors))
 
 
@@ -129,14 +129,6 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
     tasks = cfg.tasks()
-
-    # Every network once before any training, so that a block's rejected option stops the stage now.
-    first = next(iter(tasks.values()))
-    n_ctx = sequence_length(first)
-    for group, configs in (("components", component_configs(cfg, first.vocab_size, n_ctx)),
-                           ("baselines", baseline_configs(cfg, first.vocab_size, n_ctx))):
-        for name, lm_cfg in configs.items():
-            build_lm(lm_cfg, f"mad_experiments.{group}.{name}")
 
     results = {}
     for entry, task in tasks.items():

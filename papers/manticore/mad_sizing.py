@@ -40,7 +40,7 @@ from common.models.lm import LMConfig
 from common.parallel import run_jobs
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, build_lm, component_configs
+from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
 from papers.manticore.sizing import smallest
 
 log = logging.getLogger("mad_sizing")
@@ -98,8 +98,6 @@ def main(argv: list[str] | None = None) -> None:
     for entry, task in cfg.tasks().items():
         n_ctx = sequence_length(task)
         networks = {**component_configs(cfg, task.vocab_size, n_ctx), **baseline_configs(cfg, task.vocab_size, n_ctx)}
-        for name, lm in networks.items():
-            build_lm(lm, f"mad_experiments.{name}")  # a rejected option stops the stage before any training
         tasks[entry] = {"task": task, "networks": list(networks), **target_chance(task)}
         jobs += [{"task": task, "lm": lm, "budget": budget, "cfg": cfg, "sizing": sizing,
                   "run_dir": args.run_dir / entry.replace("/", "_") / name / f"steps{budget}"}
