@@ -61,8 +61,9 @@ def _infonce(speedups: list[float], after: float | list[float] = 0.03, final: fl
              c: int = 32) -> dict:
     """InfoNCE results at batch 16 (chance loss ln 16 = 2.77), one run per speedup."""
     after = after if isinstance(after, list) else [after] * len(speedups)
-    run = {"train_loss": final, "finite": finite, "max_loss": 3.5,
-           "loss_curve": {str(64 * (i + 1)): 3.0 for i in range(16)}}
+    # keys in the order a JSON file with sorted keys gives them back: "1024" first, "64" tenth
+    curve = {str(64 * (i + 1)): round(4.0 - 0.1 * i, 1) for i in range(16)}
+    run = {"train_loss": final, "finite": finite, "max_loss": 3.5, "loss_curve": dict(sorted(curve.items()))}
     return {"source": "mixer_trained", "steps": 1024, "batch_size": 16, "tau": 0.05,
             "seeds": {str(k): {**run, f"c{c}_cosine_top1": a, f"speedup_c{c}": v}
                       for k, (v, a) in enumerate(zip(speedups, after))}}
@@ -137,6 +138,7 @@ def test_infonce_at_small_batch_is_judged_against_the_model_before_tuning(after,
     assert entry["difference"]["mean"] == pytest.approx(mean_after - 0.03)  # paired with the cosine ranking before
     if isinstance(after, list):
         assert "the interval of the mean spans chance" in entry["why"]
+    assert "window: 4.00, 3.90, 3.80," in entry["evidence"]  # by step, not by the keys' string order
 
 
 def test_the_context_length_row_reads_runs_shorter_than_five_steps():

@@ -707,7 +707,8 @@ def infonce_small_batch_claim(ret: dict) -> dict:
     finals = [run["train_loss"] for run in runs]
     stable = all(run["finite"] for run in runs)
     above, below_chance_loss = above_chance(after, 1 / c), all(loss < log_b for loss in finals)
-    ends, peaks = list(runs[0]["loss_curve"]), ", ".join(f"{run['max_loss']:.1f}" for run in runs)
+    # By step: the results file keeps its keys sorted as strings ("1024" before "128").
+    ends, peaks = sorted(runs[0]["loss_curve"], key=int), ", ".join(f"{run['max_loss']:.1f}" for run in runs)
     curve = ", ".join(f"{statistics.fmean(run['loss_curve'][end] for run in runs):.2f}" for end in ends)
     blame = "with no larger batch trained beside it, a failure could not be put on the batch size"
     if len(runs) < 3:
