@@ -357,3 +357,20 @@ def test_generation_speed(task):
     # too little margin when the whole suite shares the process (1.19 s once in `make test`).
     rate = (800 + 1280) / elapsed
     assert rate >= 1000, f"{task}: {rate:.0f} instances/s ({elapsed:.2f} s)"
+
+
+def test_manticores_memorization_setting_leaves_a_third_of_the_test_keys_unseen():
+    """The figures the Manticore README gives for its memorization setting: 256 training rows of 16
+    queries over 4,095 keys leave about a third of the test queries on keys training never shows,
+    which caps accuracy near 64%. The mad-lab baseline setting (127 keys) shows every key."""
+    def unseen(cfg: MADTaskConfig) -> tuple[int, float]:
+        data = mad.generate(cfg)
+        seen = set(data["train_inputs"][:, ::2].ravel().tolist())
+        queries = data["test_inputs"][:, ::2].ravel().tolist()
+        return len(seen), sum(key not in seen for key in queries) / len(queries)
+
+    seen, fraction = unseen(mad.MANTICORE_AS_RUN["memorization"])
+    assert seen == 2588 and round(fraction, 3) == 0.362
+    keys = (mad.MANTICORE_AS_RUN["memorization"].vocab_size - 1) // 2
+    assert 1 - fraction + fraction / keys == pytest.approx(0.64, abs=0.005)
+    assert unseen(mad.MAD_BASELINE["memorization"]) == (127, 0.0)
