@@ -17,6 +17,7 @@ import statistics
 
 from common.eval import report
 from common.eval.ledger import (
+    MIN_SEEDS,
     above_chance,
     check_ledger,
     claim_entry,
@@ -52,11 +53,18 @@ def compare_losses(res: dict, a: str, b: str, sign: int, paper_effect: float | N
     diff = paired_differences(_val(models[a]), _val(models[b]))
     learned = all(above_chance(_val(models[m]), chance, higher_is_better=False) for m in (a, b))
     verdict, why = judge_difference(diff, sign, above_chance_ok=learned, paper_effect=paper_effect)
-    moving = max(_late(models[a]), _late(models[b]))
-    if learned and verdict != "inconclusive" and moving >= abs(statistics.fmean(diff)):
-        verdict, why = "inconclusive", (f"still moving: over the last fifth of training validation loss fell by "
-                                        f"{moving:.3f}, as much as the gap {abs(statistics.fmean(diff)):.3f}")
+    verdict, why = settled(verdict, why, learned, max(_late(models[a]), _late(models[b])), diff,
+                           f"the gap {abs(statistics.fmean(diff)):.3f}")
     return diff, verdict, why
+
+
+def settled(verdict: str, why: str, learned: bool, moving: float, diff: list[float], judged: str) -> tuple[str, str]:
+    """The clm rule: a decided difference is `inconclusive` while the last fifth of training still
+    moved validation loss by as much as the difference's mean (`judged` names it)."""
+    if learned and verdict != "inconclusive" and moving >= abs(statistics.fmean(diff)):
+        return "inconclusive", (f"still moving: over the last fifth of training validation loss fell by "
+                                f"{moving:.3f}, as much as {judged}")
+    return verdict, why
 
 
 def _loss_entry(res: dict, a: str, b: str, sign: int, paper_effect: float | None, **fields) -> dict:
@@ -365,10 +373,8 @@ def short_context_claim(ctx: dict, clm: dict) -> dict:
                   for res in (ctx, clm) for m in (mixer, transformer))
     verdict, why = judge_difference(diff, -1, above_chance_ok=learned)
     moving = max(_late(res["models"][m]) for res in (ctx, clm) for m in (mixer, transformer))
-    if learned and verdict != "inconclusive" and moving >= abs(statistics.fmean(diff)):
-        verdict, why = "inconclusive", (f"still moving: over the last fifth of training validation loss fell by "
-                                        f"{moving:.3f}, as much as the difference of the gaps")
-    elif verdict == "reproduced" and statistics.fmean(gap_short) > 0:
+    verdict, why = settled(verdict, why, learned, moving, diff, "the difference of the gaps")
+    if verdict == "reproduced" and statistics.fmean(gap_short) > 0:
         # The blog gives a figure, no numbers, and reads it as the short window favouring the mixer.
         verdict, why = "direction reproduced", (
             f"the shorter window narrows the gap ({why}), but the mixer still trails the Llama at n_ctx {short} by "
@@ -711,8 +717,8 @@ def infonce_small_batch_claim(ret: dict) -> dict:
     ends, peaks = sorted(runs[0]["loss_curve"], key=int), ", ".join(f"{run['max_loss']:.1f}" for run in runs)
     curve = ", ".join(f"{statistics.fmean(run['loss_curve'][end] for run in runs):.2f}" for end in ends)
     blame = "with no larger batch trained beside it, a failure could not be put on the batch size"
-    if len(runs) < 3:
-        verdict, why = "inconclusive", f"{len(runs)} seed(s); a verdict needs at least 3"
+    if len(runs) < MIN_SEEDS:
+        verdict, why = "inconclusive", f"{len(runs)} seed(s); a verdict needs at least {MIN_SEEDS}"
     elif not stable:
         verdict, why = "inconclusive", f"the loss became non-finite, the blog's explosion, but {blame}"
     elif above and below_chance_loss:
