@@ -146,8 +146,19 @@ def test_the_context_length_row_reads_runs_shorter_than_five_steps():
     history = [{"step": 1, "val/loss": 7.3}]
     clm = {"profile": "paper", "steps": 1, "sizes": {"n_ctx": 512}, "seeds": [0],
            "models": {m: {"seeds": {"0": {"history": history}}} for m in ("mixer_flat", "llama_h4")}}
-    row = context_length_claim(clm)
+    ctx = {"story_tokens": {"stories": 8, "median": 300.0, "p95": 500.0, "longest": 512, "row_tokens": 512}}
+    row = context_length_claim(clm, ctx)
     assert row["verdict"] == "needs paper scale" and "0.00 at step 1" in row["evidence"]
+    assert "longest at least 512" in row["why"], "a story as long as its stored row may have been cut"
+
+
+def test_the_context_length_row_says_when_no_story_fills_the_blogs_longest_window():
+    history = [{"step": 5, "val/loss": 7.3}]
+    clm = {"profile": "tiny", "steps": 5, "sizes": {"n_ctx": 128}, "seeds": [0],
+           "models": {m: {"seeds": {"0": {"history": history}}} for m in ("mixer_flat", "llama_h4")}}
+    ctx = {"story_tokens": {"stories": 50000, "median": 218.0, "p95": 326.0, "longest": 399, "row_tokens": 512}}
+    why = context_length_claim(clm, ctx)["why"]
+    assert "no story here fills the blog's 512-token window" in why and "50,000 training stories has 399" in why
 
 
 def _curve(losses: list[float]) -> dict:
@@ -362,3 +373,4 @@ def test_a_shorter_window_is_judged_on_the_gap_against_the_clm_gap_of_the_same_s
     clm["steps"] = 300
     with pytest.raises(ValueError, match="different steps or seeds"):
         short_context_claim(ctx, clm)
+

@@ -9,6 +9,9 @@ n_ctx = 128" (16-layer models on FineWeb-edu). Its runs keep the tokens per step
 windows (batches of 2,048 rows at 32 tokens, 512 at 128, 128 at 512), and so do these: the window
 trains `clm.batch_size * models.n_ctx / n_ctx` rows per step. Each row is one story cut to the
 window, as in `clm`, so a shorter window reads the stories' beginnings.
+
+The stage also records how long the training stories are (`story_tokens`): a window longer than
+the stories (the blog's 512 on this corpus) would train on padding, not on a longer context.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "results")
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from common.config import bounded
+from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from papers.masked_mixers.models import ModelsConfig
 from papers.masked_mixers.runs import check_clm_models, clm_recipe, model_entry, train_section, write_results
@@ -55,6 +61,15 @@ def load_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str]:
     return replace(recipe, models=own.models, batch_size=rows), replace(sizes, n_ctx=own.n_ctx), profile
 
 
+def story_tokens(data: Path) -> dict:
+    """Tokens per training story (padding excluded): median, 95th percentile and longest. Rows are
+    stored `row_tokens` long, so a story of that length may have been cut."""
+    mask = load_tokenized(data, splits=("train",))["train"].with_format("numpy")[:]["attention_mask"]
+    lengths = mask.sum(1)
+    return {"stories": len(lengths), "median": float(np.median(lengths)), "p95": float(np.percentile(lengths, 95)),
+            "longest": int(lengths.max()), "row_tokens": int(mask.shape[1])}
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
@@ -62,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     vocab = vocab_size(args.tokenizer)
     trained = train_section(cfg, sizes, vocab, args.data, args.run_dir)
     models = {name: model_entry(sizes.spec(name), runs, cfg.trainer.max_steps) for name, runs in trained.items()}
-    write_results(args.results, STAGE, profile, cfg, sizes, vocab, args.data, models, {"recipe_of": "clm"},
+    write_results(args.results, STAGE, profile, cfg, sizes, vocab, args.data, models,
+                  {"recipe_of": "clm", "story_tokens": story_tokens(args.data)},
                   detail=f"n_ctx {sizes.n_ctx}, ")
 
 
