@@ -4,6 +4,10 @@ the two sizing tables in `papers/manticore/README.md`:
     python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 9 min on 2 cores
     python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # about 20 min on 2 cores
 
+The README's two sizing tables were made with projector text of the two fine-tuning genres, the
+stage's design before 2026-11-27: `--projector-text genres` runs them so. Without it the runs
+read the stage's own projector text (`projector_text` in params.yaml).
+
 `budgets`: the specialist pair's sweep after each projector-pretraining budget (0 to 3,200 steps), the
 same 51,200 projector documents for every budget (one pass at 3,200 steps).
 `same-text`: each component alone trained on the projector mix, then fine-tuned on the fine-tuning mix,
@@ -32,18 +36,19 @@ PAIR, SEED = "specialists", 0
 COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
 
 
-def setup(run_dir: Path, n_projector: int | None = None):
+def setup(run_dir: Path, projector_text: str | None, n_projector: int | None = None):
     """The stage's `tiny` config (validations every 100 steps), the pair's components and one seed's data."""
     cfg = stage_config(load_yaml(Path("papers/manticore/params.yaml")), "specialists", SpecialistsConfig, "tiny")
-    cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, trainer=replace(cfg.trainer, val_every_n_steps=100))
+    cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, projector_text=projector_text or cfg.projector_text,
+                  trainer=replace(cfg.trainer, val_every_n_steps=100))
     pair = cfg.pairs[PAIR]
     components, tokenizer = components_for_hybrid(COMPONENTS, pair.components)
     data = write_genre_data(cfg, SEED, tokenizer, STORIES, run_dir / "data")
     return cfg, pair, components, tokenizer, data
 
 
-def budget_job(budget: int, run_root: Path) -> dict:
-    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", n_projector=51_200)
+def budget_job(budget: int, run_root: Path, projector_text: str | None) -> dict:
+    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", projector_text, n_projector=51_200)
     runner = Runner(replace(cfg.tuning(pair, SEED), projector_steps=budget), components, len(tokenizer),
                     run_root / f"budget{budget}")
     start_time = time.time()
@@ -57,9 +62,9 @@ def budget_job(budget: int, run_root: Path) -> dict:
             "seconds": time.time() - start_time, "sweep": sweep}
 
 
-def same_text_job(index: int, variant: str, run_root: Path) -> dict:
+def same_text_job(index: int, variant: str, run_root: Path, projector_text: str | None) -> dict:
     run_dir = run_root / f"{index}_{variant}"
-    cfg, pair, components, tokenizer, data = setup(run_dir)
+    cfg, pair, components, tokenizer, data = setup(run_dir, projector_text)
     runner = Runner(cfg.tuning(pair, SEED), components, len(tokenizer), run_dir)
     component = components[index]
     ratio = 1.0
@@ -82,13 +87,15 @@ def main() -> None:
     parser.add_argument("which", choices=("budgets", "same-text"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))
+    parser.add_argument("--projector-text", choices=("encyclopedia", "genres"), default=None)
     args = parser.parse_args()
     if args.which == "budgets":
-        jobs = [{"budget": b, "run_root": args.run_dir / "budgets"} for b in (3200, 1600, 800, 400, 200, 0)]
+        jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "projector_text": args.projector_text}
+                for b in (3200, 1600, 800, 400, 200, 0)]
         results = run_jobs(budget_job, jobs)
     else:
-        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text"}
-                for v in ("same_compute", "same_steps") for i in (1, 0)]
+        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text",
+                 "projector_text": args.projector_text} for v in ("same_compute", "same_steps") for i in (1, 0)]
         results = run_jobs(same_text_job, jobs)
     write_json(args.out, results)
 

@@ -28,11 +28,12 @@ def point(mix: float, moving: float = 0.0, alphas=None) -> dict:
 def run(seed: int, sweep: list[float], searched: dict[str, float], ensemble: float, moving: float = 0.0,
         projector_fall: float = 0.01, pair: str = "specialists", searched_alpha: float = 0.3) -> dict:
     grid = [0.0, 0.25, 0.5, 0.75, 1.0]
-    # Projector text of neither genre, as the paper's: the stage as committed reads both genres (its
-    # runs do not record `projector_genres`), which holds every hybrid-against-components row.
+    # Each component fine-tuned alone as its corner was (the positive control), on every Table 1 task.
+    alone = {"gpt_neo": point(sweep[0]), "mamba_instructions": point(sweep[-1])}
+    tasks = {task: {"alone": alone, "manticore": {**point(min(sweep)), "alphas": [[0.5, 0.5]]}}
+             for task in ("stories", "instructions", "mix")}
     return {"pair": pair, "seed": seed, "components": ["gpt_neo", "mamba_instructions"], "chance": CHANCE,
-            "projector_genres": ["general"],
-            "projector_pretraining": [[100, 5.0], [400, 3.0 + projector_fall], [500, 3.0]],
+            "tasks": tasks, "projector_pretraining": [[100, 5.0], [400, 3.0 + projector_fall], [500, 3.0]],
             "sweep": [point(loss, moving, [[1 - a, a]]) for a, loss in zip(grid, sweep)],
             "searched": {label: {**point(loss, moving), "alphas": [[1 - searched_alpha, searched_alpha]]}
                          for label, loss in searched.items()},
@@ -92,19 +93,29 @@ def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
 
 
-def test_projectors_pretrained_on_the_fine_tuning_genres_hold_every_row_against_the_components():
+def test_corners_that_are_not_their_components_hold_every_row_against_the_components():
     res = results(UNIFORM_OPTIMUM, SEARCHED, ensemble=1.8)
-    for r in res["runs"]:
-        del r["projector_genres"]  # as the stage writes them: the projector mix is both fine-tuning genres
-    res["config"] = {"n_projector": 25600}
+    for r in res["runs"]:  # the Mamba corner 10% below Mamba fine-tuned alone for the same steps
+        r["tasks"]["mix"]["alone"]["mamba_instructions"] = point(r["sweep"][-1]["loss"]["mix"] / 0.9)
     ledger = by_id(specialist_claims(res))
-    for row in ("fig3-hybrid-beats-components", "fig3-two-nas-beat-components", "table8-ensemble-below-manticore"):
-        assert ledger[row]["verdict"] == "inconclusive"
-        assert "pretrained for 500 steps on 25,600 documents of the two fine-tuning genres" in ledger[row]["why"]
-        assert "the rules alone would say reproduced" in ledger[row]["why"]
-    # Hybrid against hybrid: both read the same projector text, so nothing is held.
+    for row in ("fig3-hybrid-beats-components", "fig3-two-nas-beat-components", "table8-ensemble-below-manticore",
+                "table1-mix-beats-components", "table1-beats-components-on-most-tasks"):
+        assert ledger[row]["verdict"] == "inconclusive", row
+        assert "positive control failed: at a one-hot alpha the hybrid is not its component" in ledger[row]["why"]
+        assert "-10% in seed" in ledger[row]["why"]
+    assert "the rules alone would say reproduced" in ledger["fig3-hybrid-beats-components"]["why"]
+    # Hybrid against hybrid: both arms start from the same pretrained projectors, so nothing is held.
     assert ledger["table4-alternating-helps"]["verdict"] == "reproduced"
     assert ledger["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
+    # Within 2% the corner is its component.
+    for r in res["runs"]:
+        r["tasks"]["mix"]["alone"]["mamba_instructions"] = point(r["sweep"][-1]["loss"]["mix"] / 0.99)
+    assert by_id(specialist_claims(res))["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
+    # No component fine-tuned alone for the corners' steps: no positive control.
+    for r in res["runs"]:
+        del r["tasks"]
+    unchecked = by_id(specialist_claims(res))["fig3-hybrid-beats-components"]
+    assert unchecked["verdict"] == "inconclusive" and "no positive control" in unchecked["why"]
 
 
 def test_a_search_that_stays_at_its_uniform_start_cannot_show_it_finds_a_uniform_optimum():
@@ -137,7 +148,7 @@ def test_the_ledger_and_the_table_render():
     ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
                            "programmed": programmed_results(list(MAD_TASKS)),
                            "projector_budget": budgets([0.0, 0.5, 0.5]), **lra})
-    assert len(ledger) == 6 + 3 + 2 + 2
+    assert len(ledger) == 6 + 4 + 3 + 2 + 2  # with Table 1's four rows: every run holds its tasks
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
 
@@ -155,6 +166,9 @@ def with_tasks(res: dict, losses: dict[str, tuple[float, float, float]], chance:
         r["tasks"] = {task: {"alone": {"gpt_neo": point(a + jitter), "mamba_instructions": point(b - jitter)},
                              "manticore": {**point(m + jitter / 2), "alphas": [[0.5, 0.5]]}}
                       for task, (a, b, m) in losses.items()}
+        # The sweep's corners fine-tuned as the components alone on the mix were: the positive control holds.
+        a, b, _ = losses["mix"]
+        r["sweep"][0]["loss"], r["sweep"][-1]["loss"] = point(a + jitter)["loss"], point(b - jitter)["loss"]
     return res
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import datasets
 import pytest
@@ -79,6 +80,39 @@ def test_genre_documents_hold_out_the_same_documents_for_every_seed(smoke_data):
     assert docs[0]["validation_stories"] == docs[1]["validation_stories"]
     assert docs[0]["validation_instructions"] == docs[1]["validation_instructions"]
     assert docs[0]["train"] != docs[1]["train"], "each seed draws and orders its own mix"
+
+
+def test_projector_text_is_a_third_genre_held_out_apart_or_the_two_fine_tuning_genres(smoke_data):
+    cfg = SpecialistsConfig(n_train=40, n_projector=20, n_validation=10, fraction_instructions=0.5)
+    docs = {seed: genre_documents(cfg, seed, smoke_data["stories"]) for seed in (0, 1)}
+    corpus = datasets.load_from_disk(str(smoke_data["stories"]))
+    stories = set(corpus["train"]["text"]) | set(corpus["validation"]["text"])
+    for d in docs.values():
+        entries = d["projector"] + d["validation_projector"]
+        assert len(set(d["projector"])) == 20 and len(d["validation_projector"]) == 10
+        assert not set(d["projector"]) & set(d["validation_projector"])
+        assert not set(entries) & stories and not any("### Instruction:" in doc for doc in entries)
+        assert not set(entries) & set(d["train"] + d["validation_stories"] + d["validation_instructions"])
+    assert set(docs[0]["projector"]) == set(docs[1]["projector"]) and docs[0]["projector"] != docs[1]["projector"]
+    assert docs[0]["validation_projector"] == docs[1]["validation_projector"]
+    genres = genre_documents(replace(cfg, projector_text="genres"), 0, smoke_data["stories"])
+    assert "validation_projector" not in genres and genres["train"] == docs[0]["train"]
+    assert sum(doc in stories for doc in genres["projector"]) == 10, "half stories, half instructions"
+
+
+def test_encyclopedia_entries_depend_only_on_seed_and_index():
+    from papers.manticore.encyclopedia import KINDS, generate_entries
+
+    entries = generate_entries(400, 0)
+    assert generate_entries(5, 0, start=3) == entries[3:8] and generate_entries(5, 1) != entries[:5]
+    assert len(set(entries)) == 400
+    words = [len(entry.split()) for entry in entries]
+    assert 20 <= min(words) and max(words) <= 90
+    # Every kind occurs: the entries' first sentences say what each is.
+    openings = {"town": " is a town in ", "river": " is a river in ", "animal": " is a species of ",
+                "invention": " is an instrument used to ", "person": " was a scholar of "}
+    assert set(openings) == set(KINDS)
+    assert all(any(marker in entry.split(".")[0] for entry in entries) for marker in openings.values())
 
 
 def test_table1_tasks_read_one_genre_each_and_leave_the_mix_as_it_was(smoke_data):

@@ -14,10 +14,13 @@ For each pair and seed (jobs in parallel worker processes):
 
 1. Data: `n_train` fine-tuning documents, `fraction_instructions` of them instructions and the
    rest held-out stories (the story corpus's validation split), padded to `n_ctx` tokens, drawn and
-   ordered by the seed; a separate mix of `n_projector` documents (training stories, other
-   instructions) for projector pretraining; `n_validation` held-out documents per genre, the same
-   for every seed.
-2. Projectors and embeddings pretrained on the projector mix (components frozen, uniform alphas)
+   ordered by the seed; `n_validation` held-out documents per genre, the same for every seed; and
+   `n_projector` documents for projector pretraining: encyclopedia entries (`encyclopedia.py`), a
+   third genre that stands in for the paper's general text, with `n_validation` held-out entries
+   to score it (`projector_text: encyclopedia`), or a mix of training stories and other
+   instructions scored on the fine-tuning genres (`projector_text: genres`, text the components
+   alone never read, which favours the hybrid; the README's same-text control).
+2. Projectors and embeddings pretrained on the projector text (components frozen, uniform alphas)
    for `projector_steps`, the validation curve recorded to show where it flattens.
 3. The fixed-alpha sweep, then each method and update rule searched, rewound and retrained (as
    `nl_experiments`), and the learned output ensemble, all fine-tuned on the mix for `train_steps`.
@@ -46,6 +49,7 @@ import copy
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import datasets
 
@@ -62,6 +66,7 @@ from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.manticore.alphas import sweep_grid
+from papers.manticore.encyclopedia import generate_entries
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
 from papers.manticore.instructions import generate_instructions, mix_genres
@@ -96,6 +101,10 @@ class SpecialistsConfig:
     n_validation: int = bounded(200, ge=1)  # per genre
     fraction_instructions: float = bounded(0.5, ge=0, le=1)
     n_ctx: int = bounded(64, ge=8)
+    # What projectors and embeddings pretrain on: encyclopedia entries, a genre neither component nor
+    # task has (as the paper's general text), or a mix of the two fine-tuning genres ("genres", the
+    # design before 2026-11-27: text the components alone never read, which favours the hybrid).
+    projector_text: Literal["encyclopedia", "genres"] = "encyclopedia"
     projector_steps: int = bounded(100, ge=0)
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     search_steps: int = bounded(100, ge=1)
@@ -147,6 +156,14 @@ def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset()) -
         batch *= 2
 
 
+def distinct_entries(n: int) -> list[str]:
+    """`n` distinct encyclopedia entries (seed 0; made-up names could repeat an entry)."""
+    entries = list(dict.fromkeys(generate_entries(n + n // 100 + 10, 0)))
+    if len(entries) < n:
+        raise DataError(f"the encyclopedia generator gives only {len(entries)} distinct entries; {n} are needed")
+    return entries[:n]
+
+
 def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
                     single_genre: bool = False) -> dict[str, list[str]]:
     """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre;
@@ -168,17 +185,24 @@ def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
     if single_genre:
         docs["train_stories"] = mix_genres(story_pool, [], 0.0, cfg.n_train, seed)
         docs["train_instructions"] = mix_genres([], instruction_pool, 1.0, cfg.n_train, seed)
-    n_proj_instr = round(cfg.n_projector * cfg.fraction_instructions)
-    docs["projector"] = mix_genres(list(story_split["train"]["text"][:cfg.n_projector - n_proj_instr]),
-                                   distinct_instructions(n_proj_instr, PROJECTOR_IDS, exclude=set(instructions)),
-                                   cfg.fraction_instructions, cfg.n_projector, seed)
+    if cfg.projector_text == "encyclopedia":
+        # Scored on held-out entries: the projectors' loss on their own text is what flattens.
+        entries = distinct_entries(cfg.n_projector + cfg.n_validation)
+        docs["projector"] = mix_genres(entries[:cfg.n_projector], [], 0.0, cfg.n_projector, seed)
+        docs["validation_projector"] = entries[cfg.n_projector:]
+    else:
+        n_proj_instr = round(cfg.n_projector * cfg.fraction_instructions)
+        docs["projector"] = mix_genres(list(story_split["train"]["text"][:cfg.n_projector - n_proj_instr]),
+                                       distinct_instructions(n_proj_instr, PROJECTOR_IDS, exclude=set(instructions)),
+                                       cfg.fraction_instructions, cfg.n_projector, seed)
     return docs
 
 
 def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path, out: Path,
                      single_genre: bool = False) -> dict[str, Path]:
     """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
-    documents) and `projector` (train: the projector mix, validation: the same held-out documents);
+    documents) and `projector` (train: the projector text, validation: its own held-out entries, or
+    with projector text of the two genres the same held-out documents);
     with `single_genre`, `finetune_<genre>` (train: that genre alone, the same validation)."""
     docs = genre_documents(cfg, seed, stories, single_genre)
     # Interleaved, so that the validation batches a run reads (`limit_val_batches`) hold both genres.
@@ -187,7 +211,8 @@ def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path
             **{f"finetune_{g}": docs[f"train_{g}"] for g in GENRES if f"train_{g}" in docs}}
     paths = {}
     for name, train in sets.items():
-        splits = {"train": train, "validation": validation,
+        own = docs.get("validation_projector", validation) if name == "projector" else validation
+        splits = {"train": train, "validation": own,
                   **{f"validation_{g}": docs[f"validation_{g}"] for g in GENRES}}
         with atomic_dir(out / name) as tmp:
             datasets.DatasetDict({s: tokenize_padded(datasets.Dataset.from_dict({"text": rows}), tokenizer, cfg.n_ctx)
@@ -258,6 +283,7 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
     searched = {f"{method}_{update}": searched_and_retrained(f"{method}_{update}", method, update, data["finetune"])
                 for method in pair.methods for update in pair.updates}
     result = {"pair": pair_name, "seed": seed, "components": pair.components,
+              "projector_genres": ["encyclopedia"] if cfg.projector_text == "encyclopedia" else list(GENRES),
               "chance": genre_chance(data["finetune"], vocab_size),
               "projector_pretraining": [[r["step"], r["val/loss"]] for r in projector_history],
               "sweep": sweep, "searched": searched}
