@@ -990,7 +990,8 @@ def specialists(res: dict) -> str:
         chance = runs[0]["chance"]
         lines += [f"**{pair}**: Manticore[{', '.join(names)}], seeds {[r['seed'] for r in runs]}; chance (unigram) "
                   f"stories {chance['stories']:.2f}, instructions {chance['instructions']:.2f}. Alpha is the weight "
-                  f"of `{names[1]}`; the corners are each component alone, fine-tuned.", "",
+                  f"of `{names[1]}`; the corners are the hybrid at a one-hot alpha, fine-tuned from the "
+                  "pretrained start.", "",
                   "| model | mix (mean of genres) | stories | instructions | fall over the last fifth |",
                   "|---|---|---|---|---|"]
         rows = [(f"sweep alpha {'/'.join(f'{row[1]:.2f}' for row in p['alphas'])}", [r["sweep"][k] for r in runs])
