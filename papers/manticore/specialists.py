@@ -21,7 +21,9 @@ For each pair and seed (jobs in parallel worker processes):
    instructions scored on the fine-tuning genres (`projector_text: genres`, text the components
    alone never read, which favours the hybrid; the README's same-text control).
 2. Projectors and embeddings pretrained on the projector text (components frozen, uniform alphas)
-   for `projector_steps`, the validation curve recorded to show where it flattens.
+   for `projector_steps`, the validation curve recorded to show where it flattens. Every later run
+   starts from the pretrained projectors and, unless `carry_embeddings`, the components' own
+   embeddings, so that a corner of the sweep starts as exactly its component.
 3. The fixed-alpha sweep, then each method and update rule searched, rewound and retrained (as
    `nl_experiments`), and the learned output ensemble, all fine-tuned on the mix for `train_steps`.
 4. With `alone`: each component alone fine-tuned on the mix for the hybrid's compute, `train_steps`
@@ -70,7 +72,7 @@ from papers.manticore.encyclopedia import generate_entries
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
 from papers.manticore.instructions import generate_instructions, mix_genres
-from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory
+from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory, snapshot
 from papers.manticore.vocabulary import components_for_hybrid
 
 log = logging.getLogger("specialists")
@@ -105,6 +107,9 @@ class SpecialistsConfig:
     # task has (as the paper's general text), or a mix of the two fine-tuning genres ("genres", the
     # design before 2026-11-27: text the components alone never read, which favours the hybrid).
     projector_text: Literal["encyclopedia", "genres"] = "encyclopedia"
+    # Whether fine-tuning starts from the embeddings projector pretraining trained, or (False) from the
+    # components' own with only the projectors carried over, so that a corner starts as its component.
+    carry_embeddings: bool = False
     projector_steps: int = bounded(100, ge=0)
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     search_steps: int = bounded(100, ge=1)
@@ -242,6 +247,14 @@ def genre_chance(data: Path, vocab_size: int) -> dict[str, float]:
     return {**chance, "mix": sum(chance.values()) / len(chance)}
 
 
+def with_own_embeddings(runner: Runner, start: dict) -> dict:
+    """`start` with the embeddings the hybrid is built with, the components' own, in place of those
+    projector pretraining trained: only the projectors carry over (as the official code's
+    `load_projectors`), and a one-hot alpha starts as exactly its component."""
+    built = snapshot(runner.hybrid("fixed", None))
+    return {**start, **{key: value for key, value in built.items() if key.startswith("embeddings.")}}
+
+
 def curve(run) -> list[list[float]]:
     """(step, validation loss on the held-out mix) over a run: how far it still moved at the end."""
     return [[r["step"], r["val/loss"]] for r in run.history if "val/loss" in r]
@@ -257,6 +270,8 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
     data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data", single_genre=pair.tasks)
     runner = Runner(cfg.tuning(pair, seed), components, vocab_size, run_dir)
     start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps)
+    if not cfg.carry_embeddings:
+        start = with_own_embeddings(runner, start)
 
     def scored(run) -> dict:
         return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run)}
