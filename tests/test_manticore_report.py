@@ -151,6 +151,9 @@ def test_the_ledger_and_the_table_render():
     assert len(ledger) == 6 + 4 + 3 + 2 + 2  # with Table 1's four rows: every run holds its tasks
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
+    # The fixture's projectors fell 3.01 -> 3.00 over their last fifth; its corners are their components.
+    assert "Projector pretraining (500 steps): its loss fell by 0.33%-0.33% over the last fifth." in table
+    assert "the largest gap is +0.0e+00 of the component's loss" in table
 
 
 # Table 1's stand-in: each component alone and Manticore fine-tuned on each genre and on the mix.

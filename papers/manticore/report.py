@@ -441,32 +441,32 @@ def unflattened_projectors(runs: list[dict]) -> str | None:
             f"over the last fifth (more than {FLAT:.0%} of {loss:.3f})")
 
 
-# Rows that set Manticore against its components (or their ensemble), whose positive control is that
-# a corner of the sweep is the component it selects; hybrid-against-hybrid rows (Table 4, search
-# against sweep) compare arms with the same start and are not among them.
-AGAINST_COMPONENTS = ("fig3-hybrid-beats-components", "fig3-two-nas-beat-components",
-                      "table8-ensemble-below-manticore", "table1-beats-components-on-most-tasks",
-                      *(f"table1-{task}-beats-components" for task in ("stories", "instructions", "mix")))
+def corner_offset(runs: list[dict]) -> tuple[float, str, int, float, float] | None:
+    """The positive control's measurement: over `runs` (seeds of one pair), the largest relative gap
+    between a sweep corner and the same component fine-tuned alone for the same steps on the same
+    mix (the Table 1 stand-in's `mix` runs), as (gap, component, seed, corner's loss, component's),
+    or None when no run fine-tuned the components alone."""
+    if not all("tasks" in r for r in runs):
+        return None
+    gaps = []
+    for r in runs:
+        corners, _ = sweep_parts(r)
+        for name, point in corners.items():
+            bare = _mix(r["tasks"]["mix"]["alone"][name])
+            gaps.append(((_mix(point) - bare) / bare, name, r["seed"], _mix(point), bare))
+    return max(gaps, key=lambda gap: abs(gap[0]))
 
 
 def corners_unlike_components(res: dict) -> str | None:
     """Why the sweep's corners are not its components, or None. At a one-hot alpha Manticore should be
     the component it selects: each corner (fine-tuned from the pretrained projectors and embeddings)
-    must match, within MATCH of its loss, the same component fine-tuned alone for the same steps on
-    the same mix (the Table 1 stand-in's `mix` runs) in every seed. Where it does not, projector
-    pretraining moved the hybrid's shared start by itself, and every hybrid arm with it."""
-    runs = _runs(res, "specialists")
-    if not all("tasks" in r for r in runs):
+    must match, within MATCH of its loss, the same component fine-tuned alone in every seed
+    (`corner_offset`). Where it does not, projector pretraining moved the hybrid's shared start by
+    itself, and every hybrid arm with it."""
+    worst = corner_offset(_runs(res, "specialists"))
+    if worst is None:
         return ("no positive control: no component was fine-tuned alone for the corners' steps on the mix "
                 "(pairs.specialists.tasks is off), so nothing shows that a corner is its component")
-    worst = None
-    for r in runs:
-        corners, _ = sweep_parts(r)
-        for name, point in corners.items():
-            bare = _mix(r["tasks"]["mix"]["alone"][name])
-            off = (_mix(point) - bare) / bare
-            if worst is None or abs(off) > abs(worst[0]):
-                worst = (off, name, r["seed"], _mix(point), bare)
     off, name, seed, corner, bare = worst
     if abs(off) <= MATCH:
         return None
@@ -640,6 +640,12 @@ def specialist_claims(res: dict) -> list[dict]:
 TABLE1_TASKS = {"stories": "stories (the genre of the first component)",
                 "instructions": "instructions (the genre of the second component)",
                 "mix": "the even mix of both genres"}
+# Rows that set Manticore against its components (or their ensemble), whose positive control is that
+# a corner of the sweep is the component it selects; hybrid-against-hybrid rows (Table 4, search
+# against sweep) compare arms with the same start and are not among them.
+AGAINST_COMPONENTS = ("fig3-hybrid-beats-components", "fig3-two-nas-beat-components",
+                      "table8-ensemble-below-manticore", "table1-beats-components-on-most-tasks",
+                      *(f"table1-{task}-beats-components" for task in TABLE1_TASKS))
 
 
 def task_arms(runs: list[dict], task: str) -> tuple[dict[str, list[float]], str]:
@@ -1011,7 +1017,16 @@ def specialists(res: dict) -> str:
         g = _gain(runs)
         per_seed = ", ".join(f"{pair_summary(r)['gain']:.3f}" for r in runs)
         lines += ["", f"Gain of the best interior sweep point over the better component: {g['mean']:.3f} ± "
-                      f"{g['std']:.3f} (per seed: {per_seed}).", ""]
+                      f"{g['std']:.3f} (per seed: {per_seed})."]
+        falls = [late_movement(r["projector_pretraining"]) / r["projector_pretraining"][-1][1] for r in runs]
+        lines.append(f"Projector pretraining ({runs[0]['projector_pretraining'][-1][0]:g} steps): its loss fell by "
+                     f"{min(falls):.2%}-{max(falls):.2%} over the last fifth.")
+        if (worst := corner_offset(runs)) is not None:
+            off, name, seed, corner, bare = worst
+            lines.append(f"Positive control, each corner against its component fine-tuned alone for the same steps on "
+                         f"the mix: the largest gap is {off:+.1e} of the component's loss ({name}, seed {seed}: "
+                         f"{corner:.4f} against {bare:.4f}).")
+        lines.append("")
     return "\n".join(lines).rstrip()
 
 
