@@ -46,6 +46,11 @@ def name(rng: random.Random, syllables: int | None = None) -> str:
     return "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS) for _ in range(count)).capitalize()
 
 
+def some(rng: random.Random, sentences: list[str]) -> str:
+    """An entry of the first three sentences and, or not, the ones after (each entry's length varies)."""
+    return " ".join(sentences[:rng.randint(3, len(sentences))])
+
+
 def town(rng: random.Random) -> str:
     place, country, river = name(rng), name(rng), name(rng, 2)
     founded, people = rng.randint(1100, 1850), rng.randrange(1_200, 250_000, 100)
@@ -60,47 +65,47 @@ def town(rng: random.Random) -> str:
 def river(rng: random.Random) -> str:
     label, country, sea = name(rng, 2), name(rng), name(rng)
     length = rng.randint(40, 1900)
-    return " ".join([
+    return some(rng, [
         f"The {label} is a river in {country}, {length} kilometres long.",
         f"It rises in the hills of the {rng.choice(REGIONS)} at a height of {rng.randint(300, 2800)} metres and flows "
         f"into the {sea} Sea.",
         f"Its basin covers about {rng.randint(2, 90) * 1000:,} square kilometres.",
         f"The river is navigable for {rng.randint(10, max(11, length // 2))} kilometres and has "
         f"{rng.randint(2, 40)} locks.",
-    ][:rng.randint(3, 4)])
+    ])
 
 
 def animal(rng: random.Random) -> str:
     kind, label, country = rng.choice(ANIMAL_CLASSES), name(rng), name(rng)
-    return " ".join([
+    return some(rng, [
         f"The {label} {kind} is a species of {kind} found in the {rng.choice(HABITATS)} of {country}.",
         f"Adults measure {rng.randint(2, 60)} centimetres and weigh up to {rng.randint(5, 900)} grams.",
         f"It feeds mainly on {rng.choice(FOODS)} and, in winter, on {rng.choice(FOODS)}.",
         f"The species was first described in {rng.randint(1750, 1990)} and is listed as "
         f"{rng.choice(('common', 'near threatened', 'vulnerable', 'of least concern'))}.",
-    ][:rng.randint(3, 4)])
+    ])
 
 
 def invention(rng: random.Random) -> str:
     device, inventor, year = name(rng, 2).lower(), f"{name(rng)} {name(rng)}", rng.randint(1650, 1950)
     century = CENTURY_WORDS[year // 100 + 1]
-    return " ".join([
+    return some(rng, [
         f"The {device} is an instrument used to {rng.choice(PURPOSES)}.",
         f"It was devised in {year} by {inventor} and came into wide use in the {century} century.",
         f"Early models were made of {rng.choice(MATERIALS)} and {rng.choice(MATERIALS)}.",
         f"A working example is kept in the national collection of {name(rng)}.",
-    ][:rng.randint(3, 4)])
+    ])
 
 
 def person(rng: random.Random) -> str:
     full, born = f"{name(rng)} {name(rng)}", rng.randint(1600, 1920)
     died, field = born + rng.randint(35, 95), rng.choice(FIELDS)
-    return " ".join([
+    return some(rng, [
         f"{full} ({born}-{died}) was a scholar of {field} from {name(rng)}.",
         f"After studies at the academy of {name(rng)}, {full.split()[0]} taught there for {rng.randint(3, 40)} years.",
         f"The best-known work, published in {born + rng.randint(25, 34)}, set out a new method of {field}.",
         f"A street and a prize for young {field} scholars bear the name.",
-    ][:rng.randint(3, 4)])
+    ])
 
 
 KINDS: dict[str, Callable[[random.Random], str]] = {
