@@ -182,33 +182,3 @@ def test_a_runner_builds_the_same_hybrid_whatever_the_generator_did_before(tmp_p
     for key, value in built[0].items():
         torch.testing.assert_close(built[1][key], value, rtol=0, atol=0)
 
-
-@pytest.mark.parametrize("carry", [False, True])
-def test_only_projectors_carry_over_unless_asked_so_a_one_hot_alpha_starts_as_its_component(tmp_path, carry):
-    """The start after projector pretraining, under a one-hot alpha, against each component run alone."""
-    import datasets
-
-    from common.data.manifest import write_manifest
-    from common.training.trainer import TrainerConfig
-    from papers.manticore.finetune import FineTuneConfig, Runner
-    from papers.manticore.specialists import with_own_embeddings
-
-    torch.manual_seed(0)
-    components = tiny_components()
-    rows = {"input_ids": torch.randint(0, V, (32, 16)).tolist(), "attention_mask": [[1] * 16] * 32}
-    general = tmp_path / "general"
-    datasets.DatasetDict({s: datasets.Dataset.from_dict(rows) for s in ("train", "validation")}).save_to_disk(general)
-    write_manifest(general, stage="test", params={}, counts={})
-    trainer = TrainerConfig(max_steps=3, val_every_n_steps=3, limit_val_batches=1, log_every_n_steps=1,
-                            progress_bar=False, threads=1)
-    runner = Runner(FineTuneConfig(batch_size=4, trainer=trainer), components, V, tmp_path / "runs")
-    start, _ = runner.pretrain_projectors(general, 3)
-    if not carry:
-        start = with_own_embeddings(runner, start)
-    ids = torch.randint(0, V, (2, 16))
-    for m, component in enumerate(components):
-        net = runner.hybrid("fixed", start).eval()
-        net.set_alphas(torch.eye(2)[m].expand(net.alphas.shape[0], 2))
-        with torch.no_grad():
-            same = torch.allclose(net(ids), component.eval()(ids), atol=1e-5)
-        assert same is not carry, f"component {m}: the pretrained embeddings {'did' if carry else 'did not'} carry"
