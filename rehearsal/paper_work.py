@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -333,9 +334,9 @@ def _completions_n_ctx() -> int:
 
 def mc_nl_experiments() -> list[Work]:
     from papers.manticore.alphas import sweep_grid
-    from papers.manticore.nl_experiments import NLExperimentsConfig
+    from papers.manticore.landscape import LandscapeConfig
 
-    cfg = _mc("nl_experiments", NLExperimentsConfig)
+    cfg = _mc("nl_experiments", LandscapeConfig)
     n_ctx = _completions_n_ctx()
     phase = _hybrid_runs(cfg, n_ctx, _general_n_ctx(cfg))
     components = hub_components(tuple(cfg.components))
@@ -382,14 +383,27 @@ def _standin_depths(names: list[str]) -> str:
 
 
 def mc_finetune_tasks() -> list[Work]:
+    from papers.manticore.alphas import sweep_grid
     from papers.manticore.finetune_tasks import FineTuneTasksConfig
 
     cfg = _mc("finetune_tasks", FineTuneTasksConfig)
-    phase, tasks = _hybrid_runs(cfg, cfg.n_ctx, _general_n_ctx(cfg)), len(cfg.tasks)
-    works = [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
-             *(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, cfg.train_steps, tasks)
-               for m, name in enumerate(cfg.components)),
-             phase("search and retraining", cfg.search_steps + cfg.train_steps, tasks)]
+    phase = _hybrid_runs(cfg, cfg.n_ctx, _general_n_ctx(cfg))
+    works = [phase("projector pretraining", cfg.projector_steps, 1, projectors=True)]
+    # Tasks differ in steps; Figure 3's add the sweep, every search and the ensemble. The table sums
+    # each network's runs over the tasks.
+    groups = Counter((task.landscape, cfg.for_task(name).search_steps, cfg.for_task(name).train_steps)
+                     for name, task in cfg.tasks.items())
+    components = hub_components(tuple(cfg.components))
+    for (landscape, search_steps, train_steps), tasks in groups.items():
+        searches = 1 + (len(cfg.methods) * len(cfg.updates) if landscape else 0)
+        works += [*(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, train_steps, tasks)
+                    for m, name in enumerate(cfg.components)),
+                  phase("search and retraining", search_steps + train_steps, tasks * searches)]
+        if landscape:
+            works += [phase("alpha sweep", train_steps, tasks * len(sweep_grid(cfg.n_blocks, cfg.sweep_points)),
+                            note=SWEEP_NOTE),
+                      Work(f"ensemble of {', '.join(cfg.components)}", lambda: SideBySide(list(components)), cfg.n_ctx,
+                           cfg.batch_size, train_steps, tasks, vocab=components[0].cfg.vocab_size)]
     first = works[0]  # the note once, on the stage's first row
     return [replace(first, note="; ".join(filter(None, [first.note, _standin_depths(cfg.components)]))), *works[1:]]
 

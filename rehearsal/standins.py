@@ -90,11 +90,20 @@ def _cifar_rows(n: int, seed: int) -> dict[str, list]:
     return {"img": images, "label": rng.integers(0, 10, n).tolist()}
 
 
+def _squad_rows(contexts: list[str], start: int) -> dict[str, list]:
+    # MLQA's and XQuAD's schema: the answer is a span of the context, here its first sentence.
+    answers = [{"answer_start": [0], "text": [c.split(".")[0]]} for c in contexts]
+    return {"id": [f"standin-{start + i}" for i in range(len(contexts))], "title": ["Stand-in"] * len(contexts),
+            "context": contexts, "question": ["How does the passage begin?"] * len(contexts), "answers": answers}
+
+
 def dataset_splits(seed: int) -> dict[str, dict[str, datasets.Dataset]]:
     """Every Hub data set the `paper` profile reads, by `common.data.hub` source name and Hub split."""
     n = N_ROWS
     string = datasets.Value("string")
     text_only = datasets.Features({"text": string})
+    squad = datasets.Features({"id": string, "title": string, "context": string, "question": string,
+                               "answers": datasets.Sequence({"answer_start": datasets.Value("int32"), "text": string})})
     web = datasets.Features({"text": string, "id": string, "url": string, "language": string,
                              "token_count": datasets.Value("int64")})
 
@@ -122,6 +131,10 @@ def dataset_splits(seed: int) -> dict[str, dict[str, datasets.Dataset]]:
         "eli5": {"train": datasets.Dataset.from_dict(
             {"question": [f"Why did this happen? {s.split('.')[0]}." for s in stories[2 * n:3 * n]],
              "answer": stories[3 * n:4 * n]})},
+        **{name: {split: datasets.Dataset.from_dict(_squad_rows(stories[i * n:(i + 1) * n], i * n), features=squad)
+                  for i, split in enumerate(splits)}
+           for name, splits in (("mlqa_es", ("test", "validation")), ("mlqa_zh", ("test", "validation")),
+                                ("mlqa_vi", ("test", "validation")), ("xquad_ar", ("validation",)))},
         "imdb": {split: datasets.Dataset.from_dict(
             {"text": stories[i * n:(i + 1) * n], "label": [labels.randint(0, 1) for _ in range(n)]},
             features=datasets.Features({"text": string, "label": datasets.ClassLabel(names=["neg", "pos"])}))

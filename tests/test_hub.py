@@ -68,13 +68,18 @@ def assert_one_line(err: pytest.ExceptionInfo) -> str:
 
 
 def test_registry_names_and_fields():
-    assert set(HUB_SOURCES) == {"tinystories", "fineweb_edu", "fineweb", "ptb", "alpaca", "eli5"}
+    assert set(HUB_SOURCES) == {"tinystories", "fineweb_edu", "fineweb", "ptb", "alpaca", "eli5", "mlqa_es",
+                                "mlqa_zh", "mlqa_vi", "xquad_ar"}
     for name, source in HUB_SOURCES.items():
         assert source.name == name and source.path and source.splits and source.description
     assert (HUB_SOURCES["fineweb_edu"].path, HUB_SOURCES["fineweb_edu"].config) == \
         ("HuggingFaceFW/fineweb-edu", "sample-10BT")
     assert (HUB_SOURCES["fineweb"].path, HUB_SOURCES["fineweb"].config) == ("HuggingFaceFW/fineweb", "sample-10BT")
     assert (HUB_SOURCES["ptb"].path, HUB_SOURCES["ptb"].config) == ("ptb_text_only", "penn_treebank")
+    # Figure 3's sets, as the official code loads them
+    assert [(HUB_SOURCES[f"mlqa_{x}"].path, HUB_SOURCES[f"mlqa_{x}"].config) for x in ("es", "zh", "vi")] == \
+        [("facebook/mlqa", "mlqa.es.es"), ("facebook/mlqa", "mlqa.zh.zh"), ("facebook/mlqa", "mlqa.vi.vi")]
+    assert (HUB_SOURCES["xquad_ar"].path, HUB_SOURCES["xquad_ar"].config) == ("google/xquad", "xquad.ar")
 
 
 # --- every source, from local files in its Hub schema -------------------------------------------

@@ -68,6 +68,12 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     for row in table1["tasks"].values():
         assert {"gpt_neo", "mamba", "manticore"} <= set(row)
         assert sum(row["alphas"][0]) == pytest.approx(1.0)
+    figure3 = table1["tasks"]["stories_instructions"]["landscape"]
+    assert [s["alphas"][0][1] for s in figure3["sweep"]] == [0.0, 0.5, 1.0]
+    assert set(figure3["searched"]) == {"darts_simultaneous", "gaea_simultaneous"} and "ensemble" in figure3
+    assert table1["summary"]["tasks"] == 2 and table1["summary"]["figure3_tasks"] == 1
+    state = json.loads((repo / "data/manticore/finetune_runs/stories_instructions/sweep_0/run_state.json").read_text())
+    assert state["global_step"] == 2, "the task's own steps"
     components = json.loads((repo / RESULTS / "components.json").read_text())
     assert components["components"]["mamba_instructions"]["corpus"] == "instructions"
     assert set(components["specialists"]["margins"]) == {"stories", "instructions"}

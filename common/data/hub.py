@@ -31,6 +31,19 @@ column, `text`; all Hub columns are dropped by the normalising `map`. The source
 - `eli5`: the original `eli5` Hub set is defunct (its source, the Pushshift Reddit dump, is
   gone), so we use the maintained copy `sentence-transformers/eli5`. Columns: question, answer.
   Split: train. text = question + "\\n" + answer.
+- `mlqa_es`, `mlqa_zh`, `mlqa_vi`: `facebook/mlqa`, configs `mlqa.es.es`, `mlqa.zh.zh`,
+  `mlqa.vi.vi` (context and question in the same language), three of Manticore's Figure 3 sets.
+  Columns: id, title, context, question, answers (answer_start, text). Our `train` is the Hub's
+  `test` split, which the official code fine-tunes on; `validation` is the Hub's. text = the
+  official code's prompt, then the first answer::
+
+      Based on given context "{context}" Answer the following question: "{question}"{answer}
+
+  (The official code tokenizes prompt and answer as a pair, which for these BPE tokenizers puts the
+  two token sequences back to back; we tokenize the joined string.)
+- `xquad_ar`: `google/xquad`, config `xquad.ar`, Figure 3's "XQuAD Ar.". Columns as MLQA's. The
+  Hub has only `validation` (1,190 questions); it is our `train`, which a stage splits itself (the
+  official code: 80/20). text as MLQA's.
 
 Rehearsal: with `HYBRID_STANDINS` set (`common.standins`), Hub loads read its generated files.
 
@@ -90,6 +103,7 @@ class HubSource:
     description: str
     columns: tuple[str, ...] = ()     # Hub columns `to_text` reads; checked so a wrong file says so
     validation_from_train: bool = False  # the Hub has only `train`: validation = its first N rows
+    hub_splits: tuple[tuple[str, str], ...] = ()  # (our split, the Hub's) where the names differ
 
 
 def _str(value: Any) -> str:
@@ -119,6 +133,18 @@ def _eli5_text(batch: Batch) -> list[str]:
     return [f"{_str(q)}\n{_str(a)}" for q, a in zip(batch["question"], batch["answer"])]
 
 
+def _squad_text(batch: Batch) -> list[str]:
+    return [f'Based on given context "{_str(c)}" Answer the following question: "{_str(q)}"{_str(a["text"][0])}'
+            for c, q, a in zip(batch["context"], batch["question"], batch["answers"])]
+
+
+def _mlqa(language: str, name: str) -> HubSource:
+    return HubSource(f"mlqa_{language}", "facebook/mlqa", f"mlqa.{language}.{language}", ("train", "validation"),
+                     _squad_text, f"MLQA questions on {name} Wikipedia paragraphs, with the answer; train = the "
+                     f"Hub's test split", columns=("context", "question", "answers"),
+                     hub_splits=(("train", "test"),))
+
+
 HUB_SOURCES: dict[str, HubSource] = {
     source.name: source
     for source in (
@@ -138,6 +164,10 @@ HUB_SOURCES: dict[str, HubSource] = {
         HubSource("eli5", "sentence-transformers/eli5", None, ("train",), _eli5_text,
                   "Reddit ELI5 questions with answers (maintained copy of the defunct `eli5`)",
                   columns=("question", "answer")),
+        _mlqa("es", "Spanish"), _mlqa("zh", "Chinese"), _mlqa("vi", "Vietnamese"),
+        HubSource("xquad_ar", "google/xquad", "xquad.ar", ("train",), _squad_text,
+                  "XQuAD questions on Arabic Wikipedia paragraphs, with the answer; train = the Hub's validation",
+                  columns=("context", "question", "answers"), hub_splits=(("train", "validation"),)),
     )
 }
 
@@ -229,7 +259,7 @@ def load_hub_text(name: str, split: str, *, data_files: str | list[str] | dict |
         raise DataError(f"{name}: limit must be >= 0, got {limit}")
     if validation_rows < 0:
         raise DataError(f"{name}: validation_rows must be >= 0, got {validation_rows}")
-    hub_split = "train" if source.validation_from_train else split
+    hub_split = "train" if source.validation_from_train else dict(source.hub_splits).get(split, split)
 
     if data_files is None:
         ds = _load_from_hub(source, hub_split, streaming=streaming, cache_dir=cache_dir)

@@ -14,8 +14,17 @@ held-out stories, on generated Alpaca-style instructions (`papers.manticore.inst
 even mix of both, the heterogeneity the paper induces by mixing Alpaca into other sets (its
 Figure 3).
 
-Claim checked: Manticore beats both components on most tasks (the paper: on Alpaca and ELI5; on
-PTB it falls between them). Writes `results/finetune_tasks.json` and a bar plot.
+A task with `landscape` also gets the paper's Figure 3 and Table 8 (`landscape.py`, from the same
+pretrained projectors): the fixed-alpha sweep, each search method and update rule searched,
+rewound and retrained, and the learned ensemble. At `paper` these are Figure 3's sets, Spanish,
+Chinese and Vietnamese MLQA each with half its documents from Alpaca (`mix_with`), and Arabic
+XQuAD, each for one pass over its documents as the official code. At `tiny`, Figure 3 is the
+`specialists` stage (components that differ in skill, over seeds), and no task here has one.
+
+Claims checked: Manticore beats both components on most tasks (the paper: on Alpaca and ELI5; on
+PTB it falls between them); on Figure 3's sets, whether two search methods beat both components,
+whether one matches the sweep's best, and whether the ensemble falls below Manticore. Writes
+`results/finetune_tasks.json` and a bar plot of Table 1.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ CLI = stage_cli(__name__, __doc__, "components", "general", "stories", "run-dir"
 import copy
 import logging
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -37,7 +46,7 @@ import datasets
 import matplotlib.pyplot as plt
 
 from common.config import bounded
-from common.data.hub import load_hub_text
+from common.data.hub import HUB_SOURCES, load_hub_text
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
@@ -46,9 +55,10 @@ from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
-from papers.manticore.finetune import METHODS, FineTuneConfig, Runner, hybrid_inputs, val_loss
+from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, val_loss
 from papers.manticore.instructions import generate_instructions, mix_genres
-from papers.manticore.search import ManticoreSearchModule, SearchConfig
+from papers.manticore.landscape import LandscapeConfig, landscape
+from papers.manticore.search import ManticoreSearchModule
 
 log = logging.getLogger("finetune_tasks")
 
@@ -56,21 +66,27 @@ log = logging.getLogger("finetune_tasks")
 @dataclass
 class TaskSpec:
     # stories: the story corpus's held-out split; instructions: generated; mixed: both, with
-    # `fraction_instructions` of the documents instructions; hub: a `load_hub_text` source
+    # `fraction_mixed` of the documents instructions; hub: a `load_hub_text` source, with
+    # `fraction_mixed` of the documents from the Hub source `mix_with` when it is given
     source: Literal["stories", "instructions", "mixed", "hub"] = "stories"
     hub: str | None = None
-    fraction_instructions: float = bounded(0.5, ge=0, le=1)
+    mix_with: str | None = None
+    fraction_mixed: float = bounded(0.5, ge=0, le=1)
+    data_files: str | None = None  # local files in the Hub schema of `hub`, read instead of the Hub
+    # This task's own document counts and steps (search and retraining), over the stage's
+    n_train: int | None = bounded(None, ge=1)
+    n_validation: int | None = bounded(None, ge=1)
+    steps: int | None = bounded(None, ge=1)
+    landscape: bool = False  # Figure 3 and Table 8: the sweep, every search and the ensemble too
 
 
 @dataclass
-class FineTuneTasksConfig(FineTuneConfig):
+class FineTuneTasksConfig(LandscapeConfig):
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     n_train: int = bounded(1500, ge=1)
     n_validation: int = bounded(300, ge=1)
     n_ctx: int = bounded(64, ge=8)
-    method: str = "darts"
-    search_steps: int = bounded(100, ge=1)
-    search: SearchConfig = field(default_factory=SearchConfig)
+    method: str = "darts"  # Table 1's search; a task with `landscape` also runs every one of `methods`
 
     def check(self) -> None:
         super().check()
@@ -81,21 +97,49 @@ class FineTuneTasksConfig(FineTuneConfig):
         for name, task in self.tasks.items():
             if (task.source == "hub") != (task.hub is not None):
                 raise ConfigError(f"tasks.{name}: `hub` names the Hub source exactly when source is 'hub'")
+            for key in ("hub", "mix_with"):
+                if getattr(task, key) is not None and getattr(task, key) not in HUB_SOURCES:
+                    raise ConfigError(f"tasks.{name}.{key}: {getattr(task, key)!r} is not a Hub text source; "
+                                      f"allowed: {', '.join(HUB_SOURCES)}")
+            if task.source != "hub" and (task.mix_with is not None or task.data_files is not None):
+                raise ConfigError(f"tasks.{name}: `mix_with` and `data_files` go with source 'hub', "
+                                  f"not {task.source!r}")
+
+    def for_task(self, name: str) -> FineTuneTasksConfig:
+        """The settings one task runs with: its own counts and steps where it gives them."""
+        task = self.tasks[name]
+        steps = {}
+        if task.steps:
+            steps = {"search_steps": task.steps, "train_steps": task.steps}
+            # A run's score is its last validation, which must fall on its last step.
+            if task.steps % self.trainer.val_every_n_steps:
+                steps["trainer"] = replace(self.trainer, val_every_n_steps=task.steps)
+        return replace(self, n_train=task.n_train or self.n_train, n_validation=task.n_validation or self.n_validation,
+                       **steps)
 
 
 def task_texts(task: TaskSpec, cfg: FineTuneTasksConfig, stories: Path) -> list[str]:
     """`n_train + n_validation` documents for one task, in a fixed order (validation last)."""
     n = cfg.n_train + cfg.n_validation
-    if task.source == "hub":
-        texts = load_hub_text(task.hub, "train", limit=n)["text"]
+    if task.source == "hub" and task.mix_with is not None:
+        n_mixed = round(n * task.fraction_mixed)
+        own = load_hub_text(task.hub, "train", data_files=task.data_files, limit=n - n_mixed)["text"]
+        other = load_hub_text(task.mix_with, "train", limit=n_mixed)["text"]
+        try:
+            texts = mix_genres(own, other, task.fraction_mixed, n, cfg.seed)
+        except ValueError as err:  # too few distinct documents in one of them
+            raise DataError(f"{task.hub} with {task.mix_with}: {err}") from None
+    elif task.source == "hub":
+        texts = load_hub_text(task.hub, "train", data_files=task.data_files, limit=n)["text"]
     elif task.source == "instructions":
         texts = generate_instructions(n, cfg.seed)["text"]
     else:
         story_pool = datasets.load_from_disk(str(stories))["validation"]["text"]
         texts = story_pool if task.source == "stories" else mix_genres(
-            story_pool, generate_instructions(n, cfg.seed)["text"], task.fraction_instructions, n, cfg.seed)
+            story_pool, generate_instructions(n, cfg.seed)["text"], task.fraction_mixed, n, cfg.seed)
     if len(texts) < n:
-        raise DataError(f"{task.source}: {len(texts)} documents, the task needs n_train + n_validation = {n}")
+        raise DataError(f"{task.hub or task.source}: {len(texts)} documents, the task needs "
+                        f"n_train + n_validation = {n}")
     texts = list(texts[:n])
     random.Random(cfg.seed).shuffle(texts)
     return texts
@@ -125,6 +169,18 @@ def plot_tasks(rows: dict[str, dict], names: list[str], path: Path) -> None:
     save_figure(fig, path)
 
 
+def figure3_claims(row: dict, result: dict, components: list[str]) -> dict:
+    """Figure 3's and Table 8's readings on one task: which searches (retrained) beat both
+    components fine-tuned alone, whether one matches the sweep's best (within the best-region
+    tolerance), and the best Manticore of the sweep and the searches against the ensemble."""
+    best_component = min(row[c] for c in components)
+    searched = result["searched"]
+    return {"searches_beating_components": sorted(label for label, r in searched.items()
+                                                  if r["val_loss"] < best_component),
+            "search_matches_sweep": any(result["summary"]["search_in_best_region"].values()),
+            "manticore_beats_components": result["summary"]["best_manticore_val_loss"] < best_component}
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
@@ -136,27 +192,36 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = {}
     for name, task in cfg.tasks.items():
-        data = write_task(name, task_texts(task, cfg, args.stories), cfg, tokenizer, args.run_dir / name / "data")
+        tcfg = cfg.for_task(name)
+        task_runner = Runner(tcfg, components, vocab_size, args.run_dir)
+        data = write_task(name, task_texts(task, tcfg, args.stories), tcfg, tokenizer, args.run_dir / name / "data")
         row = {}
         for component_name, component in zip(cfg.components, components):
             def alone(component: LanguageModel = component) -> CausalLMModule:
                 return CausalLMModule(copy.deepcopy(component), component.cfg.vocab_size, cfg.optim)
 
-            row[component_name] = val_loss(runner.fit(f"{name}/{component_name}", alone, data, cfg.train_steps).history)
-        search = runner.fit(f"{name}/search", lambda: ManticoreSearchModule(runner.hybrid(METHODS[cfg.method], start),
-                                                                           vocab_size, cfg.optim, cfg.search),
-                            data, cfg.search_steps, manual=True)
+            row[component_name] = val_loss(task_runner.fit(f"{name}/{component_name}", alone, data,
+                                                           tcfg.train_steps).history)
+        search = task_runner.fit(f"{name}/search",
+                                 lambda: ManticoreSearchModule(runner.hybrid(METHODS[cfg.method], start), vocab_size,
+                                                               cfg.optim, cfg.search), data, tcfg.search_steps,
+                                 manual=True)
         alphas = search.module.net.mixture_weights(sample=False).detach()
-        row["manticore"] = runner.retrain(f"{name}/retrain", alphas, start, data)
+        row["manticore"] = task_runner.retrain(f"{name}/retrain", alphas, start, data)
         row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(search.history)})
         best_component = min(row[c] for c in cfg.components)
         row["manticore_beats_both"] = row["manticore"] < best_component
         row["manticore_between"] = best_component <= row["manticore"] <= max(row[c] for c in cfg.components)
+        if task.landscape:
+            row["landscape"] = landscape(task_runner, tcfg, start, data, prefix=f"{name}/")
+            row["landscape"]["summary"].update(figure3_claims(row, row["landscape"], cfg.components))
         rows[name] = row
-        log.info("%s: %s", name, row)
+        log.info("%s: %s", name, {k: v for k, v in row.items() if k != "landscape"})
 
-    wins = sum(r["manticore_beats_both"] for r in rows.values())
-    summary = {"tasks": len(rows), "manticore_beats_both": wins, "beats_both_on_most": wins > len(rows) / 2}
+    wins = sum(r["manticore_beats_both"] for r in rows.values() if "landscape" not in r)
+    table1 = sum("landscape" not in r for r in rows.values())
+    summary = {"tasks": table1, "manticore_beats_both": wins, "beats_both_on_most": wins > table1 / 2,
+               "figure3_tasks": len(rows) - table1}
     write_json(args.out, {"profile": profile, "components": cfg.components, "method": cfg.method,
                           "update": cfg.search.update, "summary": summary, "tasks": rows,
                           "projector_pretraining": projector_history})

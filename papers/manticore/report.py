@@ -304,6 +304,43 @@ def projector_budget(res: dict) -> str:
 PAPER_TABLE1 = {"PTB": (0.9099, 0.8397, 0.8600), "Alpaca": (2.5011, 2.2999, 2.1779), "ELI5": (4.1260, 3.9414, 3.9331)}
 
 
+# Table 8 of the paper: test loss of Pythia-410M (A), Mamba-370M (B), their ensemble and Manticore's
+# best sweep point, on Figure 3's sets (the four our `paper` profile runs).
+PAPER_TABLE8 = {"es_alpaca": (1.819, 1.704, 2.172, 1.664), "zh_alpaca": (3.729, 3.447, 3.854, 3.369),
+                "vi_alpaca": (2.130, 2.004, 2.173, 1.980), "xquad_ar": (0.205, 0.207, 0.533, 0.201)}
+
+
+def figure3_tasks(res: dict) -> list[str]:
+    """Figure 3 and Table 8 on the tasks that ran the landscape (none at `tiny`)."""
+    a, b = res["components"]
+    rows = {task: r for task, r in res["tasks"].items() if "landscape" in r}
+    if not rows:
+        return []
+    labels = sorted({label for r in rows.values() for label in r["landscape"]["searched"]})
+    lines = ["", "Figure 3 and Table 8: the sweep's best point, each search retrained, and the learned ensemble "
+             "(held-out loss; components fine-tuned alone as in Table 1).", "",
+             f"| task | {a} | {b} | ensemble | sweep best (alpha of {b}) | " + " | ".join(labels) +
+             " | paper: A / B / ensemble / Manticore |", "|---" * (6 + len(labels)) + "|"]
+    for task, r in rows.items():
+        land = r["landscape"]
+        best = land["summary"]["sweep_best"]
+        alpha = "/".join(f"{row[1]:.2f}" for row in best["alphas"])
+        paper = " / ".join(map(str, PAPER_TABLE8[task])) if task in PAPER_TABLE8 else "-"
+        lines.append(f"| {task} | {r[a]:.4f} | {r[b]:.4f} | {land['ensemble']['val_loss']:.4f} | "
+                     f"{best['val_loss']:.4f} ({alpha}) | " +
+                     " | ".join(f"{land['searched'][x]['val_loss']:.4f}" if x in land["searched"] else "-"
+                                for x in labels) + f" | {paper} |")
+    lines.append("")
+    for task, r in rows.items():
+        s = r["landscape"]["summary"]
+        lines.append(f"- {task}: searches beating both components: "
+                     f"{', '.join(s['searches_beating_components']) or 'none'} (paper: at least two, on five of "
+                     f"six sets); a search in the sweep's best region (loss at most {s['best_region_threshold']:.4f}): "
+                     f"{'yes' if s['search_matches_sweep'] else 'no'}; the ensemble below Manticore: "
+                     f"{'yes' if s['ensemble_below_manticore'] else 'no'} (paper: on every set).")
+    return lines
+
+
 def finetune_tasks(res: dict) -> str:
     a, b = res["components"]
     lines = [f"Held-out loss after fine-tuning; Manticore searched with {res['method'].upper()} "
@@ -311,6 +348,8 @@ def finetune_tasks(res: dict) -> str:
              f"| task | {a} | {b} | Manticore[{a}, {b}] | searched alpha of {b} | Manticore vs components |",
              "|---|---|---|---|---|---|"]
     for task, r in res["tasks"].items():
+        if "landscape" in r:  # Figure 3's sets: their table follows
+            continue
         where = "beats both" if r["manticore_beats_both"] else "between" if r["manticore_between"] else "below both"
         alpha = "/".join(f"{row[1]:.2f}" for row in r["alphas"])
         lines.append(f"| {task} | {r[a]:.4f} | {r[b]:.4f} | {r['manticore']:.4f} | {alpha} | {where} |")
@@ -319,7 +358,7 @@ def finetune_tasks(res: dict) -> str:
         ": Manticore beats both on 2 of 3 tasks and falls between them on PTB."]
     s = res["summary"]
     said = f"Manticore beats both components on {s['manticore_beats_both']} of {s['tasks']} tasks (paper: 2 of 3)"
-    return "\n".join(lines + ["", f"{said}. {NO_VERDICT}"])
+    return "\n".join(lines + ["", f"{said}. {NO_VERDICT}", *figure3_tasks(res)])
 
 
 # Tables 3 and 7 of the paper: accuracy (%) from scratch of GPT-Neo, Mamba and Manticore[GPT-Neo, Mamba];
