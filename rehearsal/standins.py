@@ -135,6 +135,14 @@ def dataset_splits(seed: int) -> dict[str, dict[str, datasets.Dataset]]:
                   for i, split in enumerate(splits)}
            for name, splits in (("mlqa_es", ("test", "validation")), ("mlqa_zh", ("test", "validation")),
                                 ("mlqa_vi", ("test", "validation")), ("xquad_ar", ("validation",)))},
+        # Every third row has a system prompt, which the loader drops.
+        "openorca_ja": {"train": datasets.Dataset.from_dict(
+            {"id/en": [f"standin.{i}" for i in range(n)],
+             "system_prompt/en": ["You are a helpful assistant." if i % 3 == 0 else "" for i in range(n)],
+             "question/en": [f"How does this begin? {s}" for s in stories[:n]],
+             "response/en": [s.split(".")[0] for s in stories[:n]],
+             "question/ja": [f"How does this begin? {s}" for s in stories[n:2 * n]],
+             "response/ja": [s.split(".")[0] for s in stories[n:2 * n]]})},
         "imdb": {split: datasets.Dataset.from_dict(
             {"text": stories[i * n:(i + 1) * n], "label": [labels.randint(0, 1) for _ in range(n)]},
             features=datasets.Features({"text": string, "label": datasets.ClassLabel(names=["neg", "pos"])}))

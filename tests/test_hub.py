@@ -69,7 +69,7 @@ def assert_one_line(err: pytest.ExceptionInfo) -> str:
 
 def test_registry_names_and_fields():
     assert set(HUB_SOURCES) == {"tinystories", "fineweb_edu", "fineweb", "ptb", "alpaca", "eli5", "mlqa_es",
-                                "mlqa_zh", "mlqa_vi", "xquad_ar"}
+                                "mlqa_zh", "mlqa_vi", "xquad_ar", "openorca_ja"}
     for name, source in HUB_SOURCES.items():
         assert source.name == name and source.path and source.splits and source.description
     assert (HUB_SOURCES["fineweb_edu"].path, HUB_SOURCES["fineweb_edu"].config) == \

@@ -34,6 +34,14 @@ def test_mlqa_text_is_the_official_prompt_then_the_first_answer_and_train_is_the
         load_hub_text("mlqa_es", "validation", data_files={"test": str(path)})
 
 
+def test_openorca_keeps_rows_without_a_system_prompt_before_counting_and_joins_question_and_response(tmp_path):
+    rows = [{"id/en": str(i), "system_prompt/en": "Be brief." if i % 2 else "", "question/en": "Q", "response/en": "R",
+             "question/ja": f"質問{i}", "response/ja": f"答え{i}"} for i in range(6)]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert load_hub_text("openorca_ja", "train", data_files=str(path), limit=2)["text"] == ["質問0答え0", "質問2答え2"]
+
+
 @pytest.fixture(scope="module")
 def standins(tmp_path_factory):
     from rehearsal.standins import write_standins
@@ -89,8 +97,9 @@ def test_paper_runs_only_the_papers_tasks_and_figure3_only_on_its_sets():
     paper = stage_config(params, "finetune_tasks", FineTuneTasksConfig, "paper")
     assert {name: task.hub for name, task in paper.tasks.items()} == {
         "ptb": "ptb", "alpaca": "alpaca", "eli5": "eli5", "es_alpaca": "mlqa_es", "zh_alpaca": "mlqa_zh",
-        "vi_alpaca": "mlqa_vi", "xquad_ar": "xquad_ar"}, "no tiny task leaks into paper"
-    assert [n for n, t in paper.tasks.items() if t.landscape] == ["es_alpaca", "zh_alpaca", "vi_alpaca", "xquad_ar"]
+        "vi_alpaca": "mlqa_vi", "xquad_ar": "xquad_ar", "openorca_ja": "openorca_ja"}, "no tiny task leaks into paper"
+    assert [n for n, t in paper.tasks.items() if t.landscape] == ["es_alpaca", "zh_alpaca", "vi_alpaca", "xquad_ar",
+                                                                   "openorca_ja"]
     assert [n for n, t in paper.tasks.items() if t.mix_with == "alpaca"] == ["es_alpaca", "zh_alpaca", "vi_alpaca"]
     tiny = stage_config(params, "finetune_tasks", FineTuneTasksConfig, "tiny")
     assert not any(t.landscape for t in tiny.tasks.values()), "at tiny, Figure 3 is the specialists stage"

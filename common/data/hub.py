@@ -44,6 +44,11 @@ column, `text`; all Hub columns are dropped by the normalising `map`. The source
 - `xquad_ar`: `google/xquad`, config `xquad.ar`, Figure 3's "XQuAD Ar.". Columns as MLQA's. The
   Hub has only `validation` (1,190 questions); it is our `train`, which a stage splits itself (the
   official code: 80/20). text as MLQA's.
+- `openorca_ja`: `atsushi3110/cross-lingual-openorcha-830k-en-ja`, the Japanese OpenOrca that the
+  official code reads for Figure 3's "OpenOrca". Columns: id/en, system_prompt/en, question/en,
+  response/en, question/ja, response/ja. Split: train. Only rows with an empty system prompt, as
+  the official code (which then samples 10,000 of them; a stage here takes the first rows it
+  needs). text = question/ja then response/ja, back to back, as MLQA's prompt and answer.
 
 Rehearsal: with `HYBRID_STANDINS` set (`common.standins`), Hub loads read its generated files.
 
@@ -104,6 +109,7 @@ class HubSource:
     columns: tuple[str, ...] = ()     # Hub columns `to_text` reads; checked so a wrong file says so
     validation_from_train: bool = False  # the Hub has only `train`: validation = its first N rows
     hub_splits: tuple[tuple[str, str], ...] = ()  # (our split, the Hub's) where the names differ
+    keep: Callable[[Batch], list[bool]] | None = None  # rows to keep, before `limit` counts them
 
 
 def _str(value: Any) -> str:
@@ -138,6 +144,14 @@ def _squad_text(batch: Batch) -> list[str]:
             for c, q, a in zip(batch["context"], batch["question"], batch["answers"])]
 
 
+def _openorca_text(batch: Batch) -> list[str]:
+    return [f"{_str(q)}{_str(r)}" for q, r in zip(batch["question/ja"], batch["response/ja"])]
+
+
+def _without_system_prompt(batch: Batch) -> list[bool]:
+    return [not _str(p) for p in batch["system_prompt/en"]]
+
+
 def _mlqa(language: str, name: str) -> HubSource:
     return HubSource(f"mlqa_{language}", "facebook/mlqa", f"mlqa.{language}.{language}", ("train", "validation"),
                      _squad_text, f"MLQA questions on {name} Wikipedia paragraphs, with the answer; train = the "
@@ -168,6 +182,9 @@ HUB_SOURCES: dict[str, HubSource] = {
         HubSource("xquad_ar", "google/xquad", "xquad.ar", ("train",), _squad_text,
                   "XQuAD questions on Arabic Wikipedia paragraphs, with the answer; train = the Hub's validation",
                   columns=("context", "question", "answers"), hub_splits=(("train", "validation"),)),
+        HubSource("openorca_ja", "atsushi3110/cross-lingual-openorcha-830k-en-ja", None, ("train",), _openorca_text,
+                  "OpenOrca questions and responses in Japanese translation, rows without a system prompt",
+                  columns=("system_prompt/en", "question/ja", "response/ja"), keep=_without_system_prompt),
     )
 }
 
@@ -273,6 +290,9 @@ def load_hub_text(name: str, split: str, *, data_files: str | list[str] | dict |
             raise DataError(f"{name}: only {len(ds)} rows, all taken by validation (validation_rows="
                             f"{validation_rows}); pass a smaller validation_rows")
         ds = _first_rows(ds, validation_rows) if split == "validation" else _skip_rows(ds, validation_rows)
+    if source.keep is not None:
+        _check_columns(source, ds)
+        ds = ds.filter(source.keep, batched=True)
     if limit is not None:
         ds = _first_rows(ds, limit)
     return _normalise(source, ds)
@@ -399,13 +419,18 @@ def _skip_rows(ds, n: int):
     return ds.select(range(min(n, len(ds)), len(ds)))
 
 
-def _normalise(source: HubSource, ds):
+def _check_columns(source: HubSource, ds) -> None:
     columns = ds.column_names  # None for a stream whose schema is not known up front
     if columns is not None:
         missing = [c for c in source.columns if c not in columns]
         if missing:
             raise DataError(f"{source.name}: data lacks column(s) {', '.join(missing)} of the Hub schema; "
                             f"it has: {', '.join(columns)}")
+
+
+def _normalise(source: HubSource, ds):
+    _check_columns(source, ds)
+    columns = ds.column_names
     features = datasets.Features({"text": datasets.Value("string")})
     ds = ds.map(lambda batch: {"text": source.to_text(batch)}, batched=True, remove_columns=columns,
                 features=features)

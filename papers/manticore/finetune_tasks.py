@@ -17,8 +17,8 @@ Figure 3).
 A task with `landscape` also gets the paper's Figure 3 and Table 8 (`landscape.py`, from the same
 pretrained projectors): the fixed-alpha sweep, each search method and update rule searched,
 rewound and retrained, and the learned ensemble. At `paper` these are Figure 3's sets, Spanish,
-Chinese and Vietnamese MLQA each with half its documents from Alpaca (`mix_with`), and Arabic
-XQuAD, each for one pass over its documents as the official code. At `tiny`, Figure 3 is the
+Chinese and Vietnamese MLQA each with half its documents from Alpaca (`mix_with`), Arabic XQuAD
+and Japanese OpenOrca, each for one pass over its documents as the official code. At `tiny`, Figure 3 is the
 `specialists` stage (components that differ in skill, over seeds), and no task here has one.
 
 Claims checked: Manticore beats both components on most tasks (the paper: on Alpaca and ELI5; on
@@ -36,6 +36,7 @@ from common.stages import load_stage, stage_cli
 CLI = stage_cli(__name__, __doc__, "components", "general", "stories", "run-dir", "out", "plot")
 
 import copy
+import gc
 import logging
 import random
 from dataclasses import asdict, dataclass, field, replace
@@ -206,9 +207,13 @@ def main(argv: list[str] | None = None) -> None:
                                  lambda: ManticoreSearchModule(runner.hybrid(METHODS[cfg.method], start), vocab_size,
                                                                cfg.optim, cfg.search), data, tcfg.search_steps,
                                  manual=True)
-        alphas = search.module.net.mixture_weights(sample=False).detach()
+        alphas, history = search.module.net.mixture_weights(sample=False).detach(), search.history
+        # Freed before the next runs: at `paper` a hybrid with its AdamW state is about 14 GB, and
+        # with Figure 3's search and retraining after it, three of them overran the rehearsal's 24 GB.
+        del search
+        gc.collect()  # Lightning's trainer and module refer to each other
         row["manticore"] = task_runner.retrain(f"{name}/retrain", alphas, start, data)
-        row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(search.history)})
+        row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(history)})
         best_component = min(row[c] for c in cfg.components)
         row["manticore_beats_both"] = row["manticore"] < best_component
         row["manticore_between"] = best_component <= row["manticore"] <= max(row[c] for c in cfg.components)

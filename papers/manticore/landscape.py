@@ -6,6 +6,7 @@ ensemble of the components' outputs. The paper's Figure 2 (left), Figure 3, Tabl
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,10 +64,13 @@ def landscape(runner: Runner, cfg: LandscapeConfig, start: dict, data: Path, pre
                 return ManticoreSearchModule(runner.hybrid(mode, start), runner.vocab_size, cfg.optim, search)
 
             run = runner.fit(f"{prefix}search_{label}", search_module, data, cfg.search_steps, manual=True)
-            alphas = run.module.net.mixture_weights(sample=False).detach()
-            searched[label] = {"alphas": alphas.tolist(), "search_val_loss": val_loss(run.history),
+            alphas, history = run.module.net.mixture_weights(sample=False).detach(), run.history
+            # Freed before retraining: at `paper` a hybrid with its AdamW state is about 14 GB.
+            del run
+            gc.collect()  # Lightning's trainer and module refer to each other
+            searched[label] = {"alphas": alphas.tolist(), "search_val_loss": val_loss(history),
                                "val_loss": runner.retrain(f"{prefix}retrain_{label}", alphas, start, data),
-                               "trajectory": alpha_trajectory(run.history, cfg.n_blocks, 2)}
+                               "trajectory": alpha_trajectory(history, cfg.n_blocks, 2)}
             log.info("%s: alphas %s, retrained %.4f", label, alphas[:, 1].tolist(), searched[label]["val_loss"])
 
     run = runner.fit(f"{prefix}ensemble", lambda: CausalLMModule(LearnedEnsemble(copy.deepcopy(runner.components)),
