@@ -391,7 +391,8 @@ def mc_finetune_tasks() -> list[Work]:
     works = [phase("projector pretraining", cfg.projector_steps, 1, projectors=True)]
     # Tasks differ in steps; Figure 3's add the sweep, every search and the ensemble. The table sums
     # each network's runs over the tasks.
-    groups = Counter((task.landscape, cfg.for_task(name).search_steps, cfg.for_task(name).train_steps)
+    task_cfgs = {name: cfg.for_task(name) for name in cfg.tasks}
+    groups = Counter((task.landscape, task_cfgs[name].search_steps, task_cfgs[name].train_steps)
                      for name, task in cfg.tasks.items())
     components = hub_components(tuple(cfg.components))
     for (landscape, search_steps, train_steps), tasks in groups.items():
