@@ -1,12 +1,13 @@
 """Sizing runs for Manticore's `specialists` stage (seed 0, the `tiny` profile's settings), the source of
-the two sizing tables in `papers/manticore/README.md`:
+the sizing tables in `papers/manticore/README.md`:
 
-    python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 9 min on 2 cores
-    python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # about 20 min on 2 cores
+    python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 11 min on 2 cores
+    python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # 10-20 min on 2 cores
 
-The README's two sizing tables were made with projector text of the two fine-tuning genres, the
-stage's design before 2026-11-27: `--projector-text genres` runs them so. Without it the runs
-read the stage's own projector text (`projector_text` in params.yaml).
+The sizing tables of the README's earlier-design section were made with the stage's design before
+2026-11-27: projector text of the two fine-tuning genres, and fine-tuning from the embeddings
+projector pretraining trained; `--projector-text genres --carry-embeddings` runs them so. Without
+these flags the runs follow the stage's `projector_text` and `carry_embeddings` (params.yaml).
 
 `budgets`: the specialist pair's sweep after each projector-pretraining budget (0 to 3,200 steps), the
 same 51,200 projector documents for every budget (one pass at 3,200 steps).
@@ -29,30 +30,33 @@ from common.parallel import run_jobs
 from common.training.modules import CausalLMModule
 from papers.manticore.alphas import sweep_grid
 from papers.manticore.finetune import Runner
-from papers.manticore.specialists import SpecialistsConfig, curve, genre_losses, write_genre_data
+from papers.manticore.specialists import SpecialistsConfig, curve, genre_losses, with_own_embeddings, write_genre_data
 from papers.manticore.vocabulary import components_for_hybrid
 
 PAIR, SEED = "specialists", 0
 COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
 
 
-def setup(run_dir: Path, projector_text: str | None, n_projector: int | None = None):
-    """The stage's `tiny` config (validations every 100 steps), the pair's components and one seed's data."""
+def setup(run_dir: Path, design: dict, n_projector: int | None = None):
+    """The stage's `tiny` config (validations every 100 steps) with `design`'s `projector_text` and
+    `carry_embeddings` where not None, the pair's components and one seed's data."""
     cfg = stage_config(load_yaml(Path("papers/manticore/params.yaml")), "specialists", SpecialistsConfig, "tiny")
-    cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, projector_text=projector_text or cfg.projector_text,
-                  trainer=replace(cfg.trainer, val_every_n_steps=100))
+    cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, trainer=replace(cfg.trainer, val_every_n_steps=100),
+                  **{key: value for key, value in design.items() if value is not None})
     pair = cfg.pairs[PAIR]
     components, tokenizer = components_for_hybrid(COMPONENTS, pair.components)
     data = write_genre_data(cfg, SEED, tokenizer, STORIES, run_dir / "data")
     return cfg, pair, components, tokenizer, data
 
 
-def budget_job(budget: int, run_root: Path, projector_text: str | None) -> dict:
-    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", projector_text, n_projector=51_200)
+def budget_job(budget: int, run_root: Path, design: dict) -> dict:
+    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", design, n_projector=51_200)
     runner = Runner(replace(cfg.tuning(pair, SEED), projector_steps=budget), components, len(tokenizer),
                     run_root / f"budget{budget}")
     start_time = time.time()
     start, history = runner.pretrain_projectors(data["projector"], budget)
+    if not cfg.carry_embeddings:  # as the stage: only the projectors carry over into fine-tuning
+        start = with_own_embeddings(runner, start)
     sweep = []
     for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points)):
         run = runner.fixed_run(f"sweep_{k}", alphas, start, data["finetune"])
@@ -62,9 +66,9 @@ def budget_job(budget: int, run_root: Path, projector_text: str | None) -> dict:
             "seconds": time.time() - start_time, "sweep": sweep}
 
 
-def same_text_job(index: int, variant: str, run_root: Path, projector_text: str | None) -> dict:
+def same_text_job(index: int, variant: str, run_root: Path, design: dict) -> dict:
     run_dir = run_root / f"{index}_{variant}"
-    cfg, pair, components, tokenizer, data = setup(run_dir, projector_text)
+    cfg, pair, components, tokenizer, data = setup(run_dir, design)
     runner = Runner(cfg.tuning(pair, SEED), components, len(tokenizer), run_dir)
     component = components[index]
     ratio = 1.0
@@ -88,14 +92,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))
     parser.add_argument("--projector-text", choices=("encyclopedia", "genres"), default=None)
+    parser.add_argument("--carry-embeddings", action=argparse.BooleanOptionalAction, default=None)
     args = parser.parse_args()
+    design = {"projector_text": args.projector_text, "carry_embeddings": args.carry_embeddings}
     if args.which == "budgets":
-        jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "projector_text": args.projector_text}
+        jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "design": design}
                 for b in (3200, 1600, 800, 400, 200, 0)]
         results = run_jobs(budget_job, jobs)
     else:
-        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text",
-                 "projector_text": args.projector_text} for v in ("same_compute", "same_steps") for i in (1, 0)]
+        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text", "design": design}
+                for v in ("same_compute", "same_steps") for i in (1, 0)]
         results = run_jobs(same_text_job, jobs)
     write_json(args.out, results)
 

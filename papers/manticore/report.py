@@ -1001,15 +1001,14 @@ def projector_budget_claim(res: dict) -> dict:
         claim="The sweep's optimum stops moving as projector pretraining grows (at about 70M of 100M tokens)",
         where="Section 4.1, Figure 4", metric="best alpha of the fixed-alpha sweep, by projector-pretraining tokens",
         paper_value="stable from about 70M of 100M FineWeb tokens",
-        why="an optimum to track needs a pair whose landscape has one: the specialist pair's five-budget sweep "
-            "(0 to 1,600 projector steps, 3,000 in all, and 25 fine-tuning runs per seed) costs, at the specialists "
-            "stage's measured rates on this machine (1,600 projector steps in 7.8 min, a 100-step run in about 35 s), "
-            "about 29 CPU-minutes per seed, and three seeds are past this profile's budget (the Manticore pipeline "
-            "already runs far past its 35 minutes)",
+        why="an optimum to track needs a pair whose landscape has one: the specialist pair's sweep after six "
+            "projector budgets (0 to 3,200 steps, and 30 fine-tuning runs) took 19.7 CPU-minutes for one seed on "
+            "this machine (10.8 min on 2 cores, 2026-11-27), so three seeds would add about half an hour to a "
+            "pipeline already far past its 35 minutes",
         evidence=f"the stage, one seed on components pretrained on the same stories "
                  f"(Manticore[{', '.join(res['components'])}]): best alpha {reading}; {shows}; the specialist pair's "
-                 "landscape by budget, one seed, with projector text of the two genres, is the README's sizing table "
-                 "(`python -m sizing.manticore_specialists budgets --projector-text genres`)")
+                 "landscape by budget, one seed, under the stage's design, is the README's sizing table "
+                 "(`python -m sizing.manticore_specialists budgets`)")
 
 
 def build_ledger(results: dict[str, dict]) -> list[dict]:
