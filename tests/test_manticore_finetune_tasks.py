@@ -82,6 +82,17 @@ def test_a_tasks_own_counts_and_steps_replace_the_stages():
     assert cfg.for_task("c").trainer.val_every_n_steps == 10, "an interval that divides the steps stays"
 
 
+def test_the_stages_own_steps_are_validated_on_their_last_step():
+    # 60 search and 45 retraining steps under an interval of 10: the retraining's last validation
+    # would come at step 40, five steps before the weights it should score.
+    cfg = FineTuneTasksConfig(tasks={"a": TaskSpec()}, search_steps=60, train_steps=45)
+    cfg.trainer.val_every_n_steps = 10
+    a = cfg.for_task("a")
+    assert (a.search_steps, a.train_steps) == (60, 45)
+    assert a.trainer.val_every_n_steps == 15
+    assert cfg.trainer.val_every_n_steps == 10, "the stage's own settings are left as they were"
+
+
 @pytest.mark.parametrize("task, match", [
     (TaskSpec(source="hub", hub="mlqa_fr"), "tasks.t.hub: 'mlqa_fr' is not a Hub text source"),
     (TaskSpec(source="hub", hub="mlqa_es", mix_with="alpacca"), "tasks.t.mix_with: 'alpacca' is not"),

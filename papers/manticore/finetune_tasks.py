@@ -38,6 +38,7 @@ CLI = stage_cli(__name__, __doc__, "components", "general", "stories", "run-dir"
 import copy
 import gc
 import logging
+import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -109,14 +110,13 @@ class FineTuneTasksConfig(LandscapeConfig):
     def for_task(self, name: str) -> FineTuneTasksConfig:
         """The settings one task runs with: its own counts and steps where it gives them."""
         task = self.tasks[name]
-        steps = {}
-        if task.steps:
-            steps = {"search_steps": task.steps, "train_steps": task.steps}
-            # A run's score is its last validation, which must fall on its last step.
-            if task.steps % self.trainer.val_every_n_steps:
-                steps["trainer"] = replace(self.trainer, val_every_n_steps=task.steps)
+        search_steps, train_steps = (task.steps, task.steps) if task.steps else (self.search_steps, self.train_steps)
+        trainer = self.trainer
+        # A run's score is its last validation, which must fall on its last step.
+        if search_steps % trainer.val_every_n_steps or train_steps % trainer.val_every_n_steps:
+            trainer = replace(trainer, val_every_n_steps=math.gcd(search_steps, train_steps))
         return replace(self, n_train=task.n_train or self.n_train, n_validation=task.n_validation or self.n_validation,
-                       **steps)
+                       search_steps=search_steps, train_steps=train_steps, trainer=trainer)
 
 
 def task_texts(task: TaskSpec, cfg: FineTuneTasksConfig, stories: Path) -> list[str]:
