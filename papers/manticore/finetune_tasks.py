@@ -36,7 +36,6 @@ from common.stages import load_stage, stage_cli
 CLI = stage_cli(__name__, __doc__, "components", "general", "stories", "run-dir", "out", "plot")
 
 import copy
-import gc
 import logging
 import math
 import random
@@ -59,8 +58,7 @@ from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
 from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, val_loss
 from papers.manticore.instructions import generate_instructions, mix_genres
-from papers.manticore.landscape import LandscapeConfig, landscape
-from papers.manticore.search import ManticoreSearchModule
+from papers.manticore.landscape import LandscapeConfig, landscape, search_alphas
 
 log = logging.getLogger("finetune_tasks")
 
@@ -203,15 +201,10 @@ def main(argv: list[str] | None = None) -> None:
 
             row[component_name] = val_loss(task_runner.fit(f"{name}/{component_name}", alone, data,
                                                            tcfg.train_steps).history)
-        search = task_runner.fit(f"{name}/search",
-                                 lambda: ManticoreSearchModule(runner.hybrid(METHODS[cfg.method], start), vocab_size,
-                                                               cfg.optim, cfg.search), data, tcfg.search_steps,
-                                 manual=True)
-        alphas, history = search.module.net.mixture_weights(sample=False).detach(), search.history
-        # Freed before the next runs: at `paper` a hybrid with its AdamW state is about 14 GB, and
-        # with Figure 3's search and retraining after it, three of them overran the rehearsal's 24 GB.
-        del search
-        gc.collect()  # Lightning's trainer and module refer to each other
+        # Freed before the next runs (`search_alphas`): with Figure 3's search and retraining after
+        # it, three hybrids with their AdamW state overran the `paper` rehearsal's 24 GB.
+        alphas, history = search_alphas(task_runner, tcfg, cfg.method, cfg.search.update, start, data,
+                                        f"{name}/search")
         row["manticore"] = task_runner.retrain(f"{name}/retrain", alphas, start, data)
         row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(history)})
         best_component = min(row[c] for c in cfg.components)

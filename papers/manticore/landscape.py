@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from torch import Tensor
+
 from common.config import bounded
 from common.errors import ConfigError
 from common.training.modules import CausalLMModule
@@ -48,6 +50,24 @@ class LandscapeConfig(SweepConfig):
                 raise ConfigError(f"updates: {u!r} unknown; allowed: alternating, simultaneous")
 
 
+def search_alphas(runner: Runner, cfg, method: str, update: str, start: dict, data: Path,
+                  name: str) -> tuple[Tensor, list[dict]]:
+    """`method` with `update` searched on `data` from `start` for `cfg.search_steps` (`cfg`: any
+    stage config with `search`, `arch_lr`, `search_steps` and `optim`): the mixture weights it ends
+    at and the search's history. The search run is freed before the caller retrains."""
+    settings = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
+
+    def search_module() -> ManticoreSearchModule:
+        return ManticoreSearchModule(runner.hybrid(METHODS[method], start), runner.vocab_size, cfg.optim, settings)
+
+    run = runner.fit(name, search_module, data, cfg.search_steps, manual=True)
+    alphas, history = run.module.net.mixture_weights(sample=False).detach(), run.history
+    # At `paper` a hybrid with its AdamW state is about 14 GB.
+    del run
+    gc.collect()  # Lightning's trainer and module refer to each other
+    return alphas, history
+
+
 def landscape(runner: Runner, cfg: LandscapeConfig, start: dict, data: Path, prefix: str = "") -> dict:
     """On `data`, from `start`: the sweep of fixed alphas; each method and update rule searched for
     `search_steps`, rewound to `start` and retrained with its alphas frozen; the learned ensemble of
@@ -58,16 +78,7 @@ def landscape(runner: Runner, cfg: LandscapeConfig, start: dict, data: Path, pre
     for method in cfg.methods:
         for update in cfg.updates:
             label = f"{method}_{update}"
-            search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
-
-            def search_module(mode: str = METHODS[method], search: SearchConfig = search) -> ManticoreSearchModule:
-                return ManticoreSearchModule(runner.hybrid(mode, start), runner.vocab_size, cfg.optim, search)
-
-            run = runner.fit(f"{prefix}search_{label}", search_module, data, cfg.search_steps, manual=True)
-            alphas, history = run.module.net.mixture_weights(sample=False).detach(), run.history
-            # Freed before retraining: at `paper` a hybrid with its AdamW state is about 14 GB.
-            del run
-            gc.collect()  # Lightning's trainer and module refer to each other
+            alphas, history = search_alphas(runner, cfg, method, update, start, data, f"{prefix}search_{label}")
             searched[label] = {"alphas": alphas.tolist(), "search_val_loss": val_loss(history),
                                "val_loss": runner.retrain(f"{prefix}retrain_{label}", alphas, start, data),
                                "trajectory": alpha_trajectory(history, cfg.n_blocks, 2)}

@@ -49,7 +49,7 @@ CLI = stage_cli(__name__, __doc__, "components", "stories", "run-dir", "out")
 
 import copy
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -72,7 +72,8 @@ from papers.manticore.encyclopedia import generate_entries
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
 from papers.manticore.instructions import generate_instructions, mix_genres
-from papers.manticore.search import ManticoreSearchModule, SearchConfig, alpha_trajectory, snapshot
+from papers.manticore.landscape import search_alphas
+from papers.manticore.search import SearchConfig, alpha_trajectory, snapshot
 from papers.manticore.vocabulary import components_for_hybrid
 
 log = logging.getLogger("specialists")
@@ -277,14 +278,8 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
         return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run)}
 
     def searched_and_retrained(name: str, method: str, update: str, task_data: Path) -> dict:
-        search = replace(cfg.search, update=update, arch_lr=cfg.arch_lr.get(method, cfg.search.arch_lr))
-
-        def search_module() -> ManticoreSearchModule:
-            return ManticoreSearchModule(runner.hybrid(METHODS[method], start), vocab_size, cfg.optim, search)
-
-        run = runner.fit(f"search_{name}", search_module, task_data, cfg.search_steps, manual=True)
-        alphas = run.module.net.mixture_weights(sample=False).detach()
-        return {"alphas": alphas.tolist(), "trajectory": alpha_trajectory(run.history, cfg.n_blocks, 2),
+        alphas, history = search_alphas(runner, cfg, method, update, start, task_data, f"search_{name}")
+        return {"alphas": alphas.tolist(), "trajectory": alpha_trajectory(history, cfg.n_blocks, 2),
                 **scored(runner.fixed_run(f"retrain_{name}", alphas, start, task_data))}
 
     def alone(name: str, component, task_data: Path, steps: int) -> dict:
@@ -298,7 +293,6 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
     searched = {f"{method}_{update}": searched_and_retrained(f"{method}_{update}", method, update, data["finetune"])
                 for method in pair.methods for update in pair.updates}
     result = {"pair": pair_name, "seed": seed, "components": pair.components,
-              "projector_genres": ["encyclopedia"] if cfg.projector_text == "encyclopedia" else list(GENRES),
               "chance": genre_chance(data["finetune"], vocab_size),
               "projector_pretraining": [[r["step"], r["val/loss"]] for r in projector_history],
               "sweep": sweep, "searched": searched}
