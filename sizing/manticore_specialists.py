@@ -91,8 +91,11 @@ def main() -> None:
     parser.add_argument("which", choices=("budgets", "same-text"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))
-    parser.add_argument("--projector-text", choices=("encyclopedia", "genres"), default=None)
-    parser.add_argument("--carry-embeddings", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--projector-text", choices=("encyclopedia", "genres"), default=None,
+                        help="what projectors pretrain on (default: the stage's projector_text)")
+    parser.add_argument("--carry-embeddings", action=argparse.BooleanOptionalAction, default=None,
+                        help="fine-tune from the embeddings projector pretraining trained (default: the stage's "
+                             "carry_embeddings)")
     args = parser.parse_args()
     design = {"projector_text": args.projector_text, "carry_embeddings": args.carry_embeddings}
     if args.which == "budgets":
