@@ -1,5 +1,5 @@
-"""Sizing runs for Manticore's `specialists` stage (seed 0, the `tiny` profile's settings), the source of
-the sizing tables in `papers/manticore/README.md`:
+"""Sizing runs for Manticore's `specialists` stage (one seed, 0 unless `--seed`; the `tiny` profile's
+settings), the source of the sizing tables in `papers/manticore/README.md`:
 
     python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 11 min on 2 cores
     python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # 10-20 min on 2 cores
@@ -33,11 +33,11 @@ from papers.manticore.finetune import Runner
 from papers.manticore.specialists import SpecialistsConfig, curve, genre_losses, with_own_embeddings, write_genre_data
 from papers.manticore.vocabulary import components_for_hybrid
 
-PAIR, SEED = "specialists", 0
+PAIR = "specialists"
 COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
 
 
-def setup(run_dir: Path, design: dict, n_projector: int | None = None):
+def setup(run_dir: Path, design: dict, seed: int, n_projector: int | None = None):
     """The stage's `tiny` config (validations every 100 steps) with `design`'s `projector_text` and
     `carry_embeddings` where not None, the pair's components and one seed's data."""
     cfg = stage_config(load_yaml(Path("papers/manticore/params.yaml")), "specialists", SpecialistsConfig, "tiny")
@@ -45,13 +45,13 @@ def setup(run_dir: Path, design: dict, n_projector: int | None = None):
                   **{key: value for key, value in design.items() if value is not None})
     pair = cfg.pairs[PAIR]
     components, tokenizer = components_for_hybrid(COMPONENTS, pair.components)
-    data = write_genre_data(cfg, SEED, tokenizer, STORIES, run_dir / "data")
+    data = write_genre_data(cfg, seed, tokenizer, STORIES, run_dir / "data")
     return cfg, pair, components, tokenizer, data
 
 
-def budget_job(budget: int, run_root: Path, design: dict) -> dict:
-    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", design, n_projector=51_200)
-    runner = Runner(replace(cfg.tuning(pair, SEED), projector_steps=budget), components, len(tokenizer),
+def budget_job(budget: int, run_root: Path, design: dict, seed: int) -> dict:
+    cfg, pair, components, tokenizer, data = setup(run_root / f"budget{budget}", design, seed, n_projector=51_200)
+    runner = Runner(replace(cfg.tuning(pair, seed), projector_steps=budget), components, len(tokenizer),
                     run_root / f"budget{budget}")
     start_time = time.time()
     start, history = runner.pretrain_projectors(data["projector"], budget)
@@ -66,10 +66,10 @@ def budget_job(budget: int, run_root: Path, design: dict) -> dict:
             "seconds": time.time() - start_time, "sweep": sweep}
 
 
-def same_text_job(index: int, variant: str, run_root: Path, design: dict) -> dict:
+def same_text_job(index: int, variant: str, run_root: Path, design: dict, seed: int) -> dict:
     run_dir = run_root / f"{index}_{variant}"
-    cfg, pair, components, tokenizer, data = setup(run_dir, design)
-    runner = Runner(cfg.tuning(pair, SEED), components, len(tokenizer), run_dir)
+    cfg, pair, components, tokenizer, data = setup(run_dir, design, seed)
+    runner = Runner(cfg.tuning(pair, seed), components, len(tokenizer), run_dir)
     component = components[index]
     ratio = 1.0
     if variant == "same_compute":
@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("which", choices=("budgets", "same-text"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the data and every run (default 0)")
     parser.add_argument("--projector-text", choices=("encyclopedia", "genres"), default=None,
                         help="what projectors pretrain on (default: the stage's projector_text)")
     parser.add_argument("--carry-embeddings", action=argparse.BooleanOptionalAction, default=None,
@@ -99,11 +100,11 @@ def main() -> None:
     args = parser.parse_args()
     design = {"projector_text": args.projector_text, "carry_embeddings": args.carry_embeddings}
     if args.which == "budgets":
-        jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "design": design}
+        jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "design": design, "seed": args.seed}
                 for b in (3200, 1600, 800, 400, 200, 0)]
         results = run_jobs(budget_job, jobs)
     else:
-        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text", "design": design}
+        jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text", "design": design, "seed": args.seed}
                 for v in ("same_compute", "same_steps") for i in (1, 0)]
         results = run_jobs(same_text_job, jobs)
     write_json(args.out, results)

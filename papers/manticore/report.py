@@ -1002,13 +1002,13 @@ def projector_budget_claim(res: dict) -> dict:
         where="Section 4.1, Figure 4", metric="best alpha of the fixed-alpha sweep, by projector-pretraining tokens",
         paper_value="stable from about 70M of 100M FineWeb tokens",
         why="an optimum to track needs a pair whose landscape has one: the specialist pair's sweep after six "
-            "projector budgets (0 to 3,200 steps, and 30 fine-tuning runs) took 19.7 CPU-minutes for one seed on "
-            "this machine (10.8 min on 2 cores, 2026-11-27), so three seeds would add about half an hour to a "
-            "pipeline already far past its 35 minutes",
+            "projector budgets (0 to 3,200 steps, and 30 fine-tuning runs) took 19.1-19.7 CPU-minutes a seed on "
+            "this machine (10.2-10.8 min on 2 cores, 2026-11-27), so its three seeds as a stage would add about half "
+            "an hour to a pipeline already far past its 35 minutes",
         evidence=f"the stage, one seed on components pretrained on the same stories "
                  f"(Manticore[{', '.join(res['components'])}]): best alpha {reading}; {shows}; the specialist pair's "
-                 "landscape by budget, one seed, under the stage's design, is the README's sizing table "
-                 "(`python -m sizing.manticore_specialists budgets`)")
+                 "landscape by budget, three seeds outside the pipeline, under the stage's design, is the README's "
+                 "sizing table (`python -m sizing.manticore_specialists budgets --seed S`)")
 
 
 def build_ledger(results: dict[str, dict]) -> list[dict]:
