@@ -1,0 +1,130 @@
+"""Training steps with glibc's default malloc against `keep_freed_memory` (what `run_training` sets).
+
+glibc maps every allocation above 32 MB from the kernel and unmaps it on free, so a training step
+touches its largest tensors (the logits, their gradients) in fresh pages every time. The peer is
+glibc's default; each setting runs in its own fresh process, one after the other, one torch thread
+(as stage workers run), on the `tiny` shapes of two pipelines:
+
+- `blackmamba`: BlackMamba's `train_compare` network (d_model 128, 4 layers, 8 experts), 16 x 256 tokens;
+- `mixer_flat`: Masked Mixers' flat mixer of `clm` (d_model 64, 4 layers), 16 x 128 tokens;
+
+plus zero-filling one 67 MB tensor (16 x 256 x 4096 floats, a blackmamba batch's logits). A step is
+forward, cross-entropy, backward and AdamW on random tokens. Reported: median ms per step, minor
+page faults per step, and whether both settings computed the same losses, bit for bit.
+
+    python -m benchmarks.allocator [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.py
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from common.io import write_json  # noqa: E402
+from common.models.lm import LanguageModel, LMConfig  # noqa: E402
+from common.training.trainer import keep_freed_memory  # noqa: E402
+from papers.blackmamba.model import BlackMambaConfig, lm_config  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "allocator.json"
+VOCAB = 4096
+NETWORKS = {  # name -> (config, batch, tokens per row)
+    "blackmamba": (lm_config(BlackMambaConfig(vocab_size=VOCAB, d_model=128, n_layers=4, d_ff=344, n_ctx=256)),
+                   16, 256),
+    "mixer_flat": (LMConfig(vocab_size=VOCAB, d_model=64, pattern="mixer,mlp", repeat=4, n_ctx=128, norm="layernorm",
+                            final_norm="none", tie_embeddings=False, init="pytorch"), 16, 128),
+}
+SETTINGS = ("glibc_default", "keep_freed_memory")
+
+
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def time_zero_fill(reps: int = 20) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.zeros(16, 256, VOCAB)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def time_training(cfg: LMConfig, batch: int, n_ctx: int, steps: int) -> dict:
+    torch.manual_seed(0)
+    model = LanguageModel(cfg).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, VOCAB, (batch, n_ctx + 1))
+    losses, times, warmup = [], [], 3
+    for step in range(warmup + steps):
+        if step == warmup:
+            faults = minor_faults()
+        start = time.perf_counter()
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    return {"ms_per_step": statistics.median(times[warmup:]) * 1e3,
+            "minor_faults_per_step": (minor_faults() - faults) / steps, "losses": losses}
+
+
+def child(setting: str, steps: int) -> None:
+    torch.set_num_threads(1)
+    if setting == "keep_freed_memory":
+        keep_freed_memory()
+    out = {"zero_fill_67mb_ms": time_zero_fill()}
+    out.update({name: time_training(cfg, batch, n_ctx, steps) for name, (cfg, batch, n_ctx) in NETWORKS.items()})
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child, args.steps)
+    runs = {}
+    for setting in SETTINGS:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.allocator", "--child", setting, "--steps",
+                               str(args.steps)], check=True, capture_output=True, text=True)
+        runs[setting] = json.loads(done.stdout.strip().splitlines()[-1])
+    base, kept = (runs[s] for s in SETTINGS)
+    out = {
+        "config": {"steps": args.steps, "threads": 1, "networks": {n: {"batch": b, "n_ctx": t} for n, (_, b, t)
+                                                                    in NETWORKS.items()}},
+        "environment": {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
+                        "libc": "-".join(platform.libc_ver()), "load_average_after": os.getloadavg()},
+        "zero_fill_67mb_ms": {s: runs[s]["zero_fill_67mb_ms"] for s in SETTINGS},
+        "zero_fill_speedup": base["zero_fill_67mb_ms"] / kept["zero_fill_67mb_ms"],
+        "training": {name: {**{s: {k: v for k, v in runs[s][name].items() if k != "losses"} for s in SETTINGS},
+                            "speedup": base[name]["ms_per_step"] / kept[name]["ms_per_step"],
+                            "identical_losses": base[name]["losses"] == kept[name]["losses"]}
+                     for name in NETWORKS},
+    }
+    write_json(OUT, out)
+    print(f"zero-fill 67 MB: {base['zero_fill_67mb_ms']:.1f} -> {kept['zero_fill_67mb_ms']:.1f} ms "
+          f"({out['zero_fill_speedup']:.1f}x)")
+    for name, row in out["training"].items():
+        print(f"{name}: {row['glibc_default']['ms_per_step']:.0f} -> {row['keep_freed_memory']['ms_per_step']:.0f} "
+              f"ms/step ({row['speedup']:.2f}x), identical losses: {row['identical_losses']}")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
