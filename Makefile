@@ -73,7 +73,7 @@ bench-gpu:
 # CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
 bench:
 	$(MAKE) install EXTRAS=dev,bench
-	for b in mamba_speed moe_speed mixer_memory generation blackmamba_step task_speed manticore_overhead parallel_runs; do $(BIN)/python -m benchmarks.$$b || exit 1; done
+	for b in mamba_speed moe_speed mixer_memory generation blackmamba_step task_speed manticore_overhead parallel_runs allocator; do $(BIN)/python -m benchmarks.$$b || exit 1; done
 
 # Regenerate the lock file from a fresh resolve (maintainers only).
 lock:
