@@ -3,10 +3,12 @@
 glibc maps every allocation above 32 MB from the kernel and unmaps it on free, so a training step
 touches its largest tensors (the logits, their gradients) in fresh pages every time. The peer is
 glibc's default; each setting runs in its own fresh process, one after the other, one torch thread
-(as stage workers run), on the `tiny` shapes of two pipelines:
+(as stage workers run), on the `tiny` shapes of three pipelines:
 
 - `blackmamba`: BlackMamba's `train_compare` network (d_model 128, 4 layers, 8 experts), 16 x 256 tokens;
 - `mixer_flat`: Masked Mixers' flat mixer of `clm` (d_model 64, 4 layers), 16 x 128 tokens;
+- `manticore_specialists`: Manticore's `specialists` hybrid (GPT-Neo and Mamba of d_model 64, one
+  block with projectors), 16 x 64 tokens, whose logits stay under glibc's 32 MB;
 
 plus zero-filling one 67 MB tensor (16 x 256 x 4096 floats, a blackmamba batch's logits). A step is
 forward, cross-entropy, backward and AdamW on random tokens. Reported: median ms per step, minor
@@ -37,14 +39,28 @@ from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from common.training.trainer import keep_freed_memory  # noqa: E402
 from papers.blackmamba.model import BlackMambaConfig, lm_config  # noqa: E402
+from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "allocator.json"
 VOCAB = 4096
-NETWORKS = {  # name -> (config, batch, tokens per row)
-    "blackmamba": (lm_config(BlackMambaConfig(vocab_size=VOCAB, d_model=128, n_layers=4, d_ff=344, n_ctx=256)),
-                   16, 256),
-    "mixer_flat": (LMConfig(vocab_size=VOCAB, d_model=64, pattern="mixer,mlp", repeat=4, n_ctx=128, norm="layernorm",
-                            final_norm="none", tie_embeddings=False, init="pytorch"), 16, 128),
+
+
+def manticore_specialists() -> Manticore:
+    """The shape of Manticore's `specialists` hybrid: GPT-Neo and Mamba components of d_model 64, one block."""
+    gpt_neo = LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="attn_neo,mlp", repeat=2, n_ctx=64,
+                                     norm="layernorm", final_norm="layernorm", pos_embedding="learned",
+                                     blocks={"attn_neo": {"n_heads": 4}, "mlp": {"d_ff": 256}}))
+    mamba = LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="mamba", repeat=4, n_ctx=64))
+    return Manticore([gpt_neo, mamba], ManticoreConfig(n_blocks=1, vocab_size=VOCAB))
+
+
+NETWORKS = {  # name -> (what builds it, batch, tokens per row)
+    "blackmamba": (lambda: LanguageModel(lm_config(BlackMambaConfig(vocab_size=VOCAB, d_model=128, n_layers=4,
+                                                                    d_ff=344, n_ctx=256))), 16, 256),
+    "mixer_flat": (lambda: LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="mixer,mlp", repeat=4,
+                                                  n_ctx=128, norm="layernorm", final_norm="none",
+                                                  tie_embeddings=False, init="pytorch")), 16, 128),
+    "manticore_specialists": (manticore_specialists, 16, 64),
 }
 SETTINGS = ("glibc_default", "keep_freed_memory")
 
@@ -62,9 +78,9 @@ def time_zero_fill(reps: int = 20) -> float:
     return statistics.median(times) * 1e3
 
 
-def time_training(cfg: LMConfig, batch: int, n_ctx: int, steps: int) -> dict:
+def time_training(build, batch: int, n_ctx: int, steps: int) -> dict:
     torch.manual_seed(0)
-    model = LanguageModel(cfg).train()
+    model = build().train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, VOCAB, (batch, n_ctx + 1))
     losses, times, warmup = [], [], 3
@@ -88,7 +104,7 @@ def child(setting: str, steps: int) -> None:
     if setting == "keep_freed_memory":
         keep_freed_memory()
     out = {"zero_fill_67mb_ms": time_zero_fill()}
-    out.update({name: time_training(cfg, batch, n_ctx, steps) for name, (cfg, batch, n_ctx) in NETWORKS.items()})
+    out.update({name: time_training(build, batch, n_ctx, steps) for name, (build, batch, n_ctx) in NETWORKS.items()})
     print(json.dumps(out))
 
 
