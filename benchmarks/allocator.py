@@ -7,8 +7,8 @@ glibc's default; each setting runs in its own fresh process, one after the other
 
 - `blackmamba`: BlackMamba's `train_compare` network (d_model 128, 4 layers, 8 experts), 16 x 256 tokens;
 - `mixer_flat`: Masked Mixers' flat mixer of `clm` (d_model 64, 4 layers), 16 x 128 tokens;
-- `manticore_specialists`: Manticore's `specialists` hybrid (GPT-Neo and Mamba of d_model 64, one
-  block with projectors), 16 x 64 tokens, whose logits stay under glibc's 32 MB;
+- `manticore_specialists`: Manticore's `specialists` hybrid (its `gpt_neo` and `mamba_instructions`
+  components, d_model 64, one block with projectors), 16 x 64 tokens, logits under glibc's 32 MB;
 
 plus zero-filling one 67 MB tensor (16 x 256 x 4096 floats, a blackmamba batch's logits). A step is
 forward, cross-entropy, backward and AdamW on random tokens. Reported: median ms per step, minor
@@ -29,37 +29,55 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypeVar
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.py
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
+from common.config import from_dict, load_yaml, stage_config  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from common.training.trainer import keep_freed_memory  # noqa: E402
-from papers.blackmamba.model import BlackMambaConfig, lm_config  # noqa: E402
+from papers.blackmamba.train_compare import TrainCompareConfig, model_configs  # noqa: E402
+from papers.manticore.components import ComponentsConfig  # noqa: E402
 from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
+from papers.masked_mixers.models import ModelsConfig, build_model  # noqa: E402
+
+T = TypeVar("T")
 
 OUT = Path(__file__).resolve().parent / "results" / "allocator.json"
+PAPERS = Path(__file__).resolve().parents[1] / "papers"
 VOCAB = 4096
 
 
+def tiny(paper: str, section: str, cls: type[T]) -> T:
+    """A section of a paper's params.yaml at the `tiny` profile: the networks the stages train."""
+    return stage_config(load_yaml(PAPERS / paper / "params.yaml"), section, cls, "tiny")
+
+
+def blackmamba() -> LanguageModel:
+    cfg = tiny("blackmamba", "train_compare", TrainCompareConfig)
+    return LanguageModel(model_configs(cfg, VOCAB, 256)["blackmamba"])
+
+
+def mixer_flat() -> nn.Module:
+    sizes = tiny("masked_mixers", "models", ModelsConfig)
+    return build_model(sizes.spec("mixer_flat"), sizes, VOCAB)
+
+
 def manticore_specialists() -> Manticore:
-    """The shape of Manticore's `specialists` hybrid: GPT-Neo and Mamba components of d_model 64, one block."""
-    gpt_neo = LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="attn_neo,mlp", repeat=2, n_ctx=64,
-                                     norm="layernorm", final_norm="layernorm", pos_embedding="learned",
-                                     blocks={"attn_neo": {"n_heads": 4}, "mlp": {"d_ff": 256}}))
-    mamba = LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="mamba", repeat=4, n_ctx=64))
-    return Manticore([gpt_neo, mamba], ManticoreConfig(n_blocks=1, vocab_size=VOCAB))
+    cfg = tiny("manticore", "components", ComponentsConfig)
+    components = [LanguageModel(from_dict(LMConfig, {**cfg.models[name], "vocab_size": VOCAB, "n_ctx": cfg.data.n_ctx},
+                                          where=name)) for name in ("gpt_neo", "mamba_instructions")]
+    return Manticore(components, ManticoreConfig(n_blocks=1, vocab_size=VOCAB))
 
 
-NETWORKS = {  # name -> (what builds it, batch, tokens per row)
-    "blackmamba": (lambda: LanguageModel(lm_config(BlackMambaConfig(vocab_size=VOCAB, d_model=128, n_layers=4,
-                                                                    d_ff=344, n_ctx=256))), 16, 256),
-    "mixer_flat": (lambda: LanguageModel(LMConfig(vocab_size=VOCAB, d_model=64, pattern="mixer,mlp", repeat=4,
-                                                  n_ctx=128, norm="layernorm", final_norm="none",
-                                                  tie_embeddings=False, init="pytorch")), 16, 128),
+NETWORKS = {  # name -> (what builds it, batch, tokens per row), as the stages' `tiny` runs
+    "blackmamba": (blackmamba, 16, 256),
+    "mixer_flat": (mixer_flat, 16, 128),
     "manticore_specialists": (manticore_specialists, 16, 64),
 }
 SETTINGS = ("glibc_default", "keep_freed_memory")
