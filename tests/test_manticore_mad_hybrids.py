@@ -128,3 +128,21 @@ def test_a_block_rejecting_its_options_stops_the_stage_before_training(tmp_path,
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: mad_experiments.smoke.baselines.striped_mh_hyena_moe.blocks.hyena: n_heads=3 ")
     assert "\n" not in err and not (tmp_path / "runs").exists()
+
+
+def test_worker_processes_give_the_results_of_one_process(tmp_path):
+    """Every network and search is a job of its own: spread over two worker processes, the stage
+    writes what one process running the jobs in a row writes, so no job leans on another's state."""
+    raw = copy.deepcopy(params())
+    raw["profile"] = "smoke"
+    raw["mad_experiments"]["smoke"]["settings"] = ["mad_baseline/in-context-recall"]
+    outputs = {}
+    for workers in (1, 2):
+        raw["mad_experiments"]["smoke"]["workers"] = workers
+        path = tmp_path / f"params{workers}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        out = tmp_path / f"out{workers}.json"
+        main(["--params", str(path), "--run-dir", str(tmp_path / f"runs{workers}"), "--out", str(out)])
+        outputs[workers] = out.read_text()
+    assert outputs[1] == outputs[2]
+    assert '"manticore_3"' in outputs[1] and '"programming"' in outputs[1]

@@ -3,7 +3,8 @@
 Each entry of `settings` is `<setting set>/<task>`, e.g. `manticore/in-context-recall`, with the
 sets of `common/data/mad.py` (`mad_baseline`, `manticore`, `manticore_as_run`). `overrides` change
 fields of every entry's task config (e.g. fewer examples at `tiny`), `task_overrides` those of one
-task. Every entry trains a fresh model from the same seed.
+task. Every entry trains a fresh model from the same seed, in a worker process (`workers`;
+`common.parallel`).
 
 Writes a JSON with, per entry, the task config, test accuracy over scored positions, class-averaged
 accuracy, loss, the accuracy of a uniform guess over the answer tokens, and the MAD score (mean
@@ -27,6 +28,7 @@ from common.data import mad
 from common.errors import exit_on_user_error
 from common.io import atomic_file, write_json
 from common.models.lm import LMConfig
+from common.parallel import run_jobs
 from common.training.mad import train_on_mad
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
@@ -41,6 +43,7 @@ class MADSuiteConfig(mad.MADSelection):
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
+    workers: int | None = bounded(None, ge=1)  # training processes, one entry each; None: one per core
 
 
 def chance_accuracy(task: mad.MADTaskConfig) -> float:
@@ -82,10 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"profile": profile, "seed": cfg.seed, "model": asdict(cfg.model),
                                "optim": asdict(cfg.optim), "batch_size": cfg.batch_size,
                                "max_steps": cfg.trainer.max_steps, "tasks": {}}
-    for name, task in tasks.items():
-        log.info("training on %s", name)
-        scores = train_on_mad(cfg.model, task, cfg.trainer, args.run_dir / name.replace("/", "__"), optim=cfg.optim,
-                              batch_size=cfg.batch_size, seed=cfg.seed)
+    jobs = [{"lm": cfg.model, "task": task, "trainer": cfg.trainer, "run_dir": args.run_dir / name.replace("/", "__"),
+             "optim": cfg.optim, "batch_size": cfg.batch_size, "seed": cfg.seed} for name, task in tasks.items()]
+    for (name, task), scores in zip(tasks.items(), run_jobs(train_on_mad, jobs, cfg.workers)):
         results["tasks"][name] = {**scores, "chance": chance_accuracy(task), "task": asdict(task)}
         log.info("%s: accuracy %.3f (chance %.3f)", name, scores["accuracy"], results["tasks"][name]["chance"])
     results["mad_score"] = mad.mad_score({n: r["accuracy"] for n, r in results["tasks"].items()})

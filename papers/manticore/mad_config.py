@@ -70,6 +70,7 @@ class MADExperimentsConfig(MADSelection):
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
+    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
         super().check()

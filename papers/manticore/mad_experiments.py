@@ -20,10 +20,11 @@ searched the same way and retrained; `compare` names the result that enters the 
 Figure 2 (right). `programming`: a search of Manticore[components] with the paper's appendix E.3
 settings (its own block count and mixture-weight rate); `programmed` averages its alphas.
 
-One seed per network and task: the tables' readings. The claims (Table 2 right and left, Table 5)
-are judged in the claims ledger by the `report` stage, against chance and over the sizing runs'
-seeds; this stage writes losses and accuracies only, no verdicts. Compression is not part of it
-(the official pipeline did not run it either).
+Every network trained alone, and every search with its retrainings, is one job for the worker
+processes (`workers`; `common.parallel`). One seed per network and task: the tables' readings. The
+claims (Table 2 right and left, Table 5) are judged in the claims ledger by the `report` stage,
+against chance and over the sizing runs' seeds; this stage writes losses and accuracies only, no
+verdicts. Compression is not part of it (the official pipeline did not run it either).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from common.data.mad import MADTaskConfig, sequence_length
 from common.errors import exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
+from common.parallel import run_jobs
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from common.training.trainer import TrainerConfig, TrainingRun
@@ -124,37 +126,67 @@ def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: 
     return out
 
 
+def run_job(kind: str, name: str, entry: str, cfg: MADExperimentsConfig, run_root: Path) -> dict:
+    """One independent run of task `entry` (a worker job): a network trained alone (`kind` "alone"),
+    or a search with its retrainings: of Manticore[components] ("manticore"), the programming search
+    ("programming"), or the hybrid `name` ("hybrid")."""
+    task = cfg.tasks()[entry]
+    n_ctx = sequence_length(task)
+    configs = component_configs(cfg, task.vocab_size, n_ctx)
+    networks = {**configs, **baseline_configs(cfg, task.vocab_size, n_ctx)}
+    if kind == "alone":
+        return train_alone(networks[name], task, cfg, run_root / name)
+    if kind == "manticore":
+        return search_and_retrain(configs, cfg.n_blocks, cfg.search, cfg.retrain, task, cfg, run_root, name)
+    if kind == "programming":
+        return search_and_retrain(configs, cfg.programming.n_blocks, cfg.programming.search, [], task, cfg,
+                                  run_root, name)
+    spec = cfg.hybrids[name]
+    parts = {n: networks[n] for n in spec.components}
+    return search_and_retrain(parts, spec.n_blocks, cfg.search, spec.retrain, task, cfg, run_root, name)
+
+
+def job_cost(job: dict) -> float:
+    """Trainings a job runs, times the networks each trains at once: longest first (`run_jobs`)."""
+    cfg = job["cfg"]
+    if job["kind"] == "alone":
+        return 1
+    if job["kind"] == "hybrid":
+        spec = cfg.hybrids[job["name"]]
+        return (1 + len(spec.retrain)) * len(spec.components)
+    return (1 + (len(cfg.retrain) if job["kind"] == "manticore" else 0)) * len(cfg.components)
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
     tasks = cfg.tasks()
 
-    results = {}
+    jobs = []
     for entry, task in tasks.items():
-        run_root = args.run_dir / entry.replace("/", "_")
         n_ctx = sequence_length(task)
-        configs = component_configs(cfg, task.vocab_size, n_ctx)
-        baselines = baseline_configs(cfg, task.vocab_size, n_ctx)
-        trained = {name: train_alone(lm_cfg, task, cfg, run_root / name)
-                   for name, lm_cfg in {**configs, **baselines}.items()}
-        row = {name: trained[name] for name in configs}
+        alone = [*component_configs(cfg, task.vocab_size, n_ctx), *baseline_configs(cfg, task.vocab_size, n_ctx)]
+        searches = [("manticore", "manticore"), *([("programming", "programming")] if cfg.programming else []),
+                    *(("hybrid", name) for name in cfg.hybrids)]
+        jobs += [{"kind": kind, "name": name, "entry": entry, "cfg": cfg,
+                  "run_root": args.run_dir / entry.replace("/", "_")}
+                 for kind, name in [*(("alone", name) for name in alone), *searches]]
+    done = {(job["entry"], job["name"]): result
+            for job, result in zip(jobs, run_jobs(run_job, jobs, cfg.workers, cost=job_cost))}
 
-        hybrid = search_and_retrain(configs, cfg.n_blocks, cfg.search, cfg.retrain, task, cfg, run_root, "manticore")
+    results = {}
+    for entry in tasks:
+        row = {name: done[entry, name] for name in cfg.components}
+        hybrid = done[entry, "manticore"]
         row["manticore"] = hybrid["search"]
         for mode in cfg.retrain:
             row[f"manticore_{mode}"] = hybrid[mode]
         if cfg.programming is not None:
-            row["programming"] = search_and_retrain(configs, cfg.programming.n_blocks, cfg.programming.search, [],
-                                                    task, cfg, run_root, "programming")["search"]
-
-        if baselines:
-            row["baselines"] = {name: trained[name] for name in baselines}
-            row["hybrids"] = {}
-            for name, spec in cfg.hybrids.items():
-                parts = {n: ({**configs, **baselines})[n] for n in spec.components}
-                row["hybrids"][name] = search_and_retrain(parts, spec.n_blocks, cfg.search, spec.retrain, task, cfg,
-                                                          run_root, name)
+            row["programming"] = done[entry, "programming"]["search"]
+        if cfg.baselines:
+            row["baselines"] = {name: done[entry, name] for name in cfg.baselines}
+            row["hybrids"] = {name: done[entry, name] for name in cfg.hybrids}
         results[entry] = row
         log.info("%s: test loss %s", entry, {**{k: round(v["loss"], 3) for k, v in row.items()
                                                  if isinstance(v, dict) and "loss" in v},
