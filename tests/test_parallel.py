@@ -114,3 +114,20 @@ def test_workers_exit_when_the_caller_is_killed(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"workers {left} outlived their caller"
+
+
+def test_the_parallel_benchmark_accounts_for_the_wall_it_measures():
+    """`benchmarks.parallel_runs` splits the workers' shortfall from 2x; checked on hand-worked jobs."""
+    from benchmarks.parallel_runs import best_split, where_time_goes
+
+    assert best_split([3, 3, 2, 2, 2]) == 6  # {3, 3} against {2, 2, 2}; greedy longest-first gives 7
+    assert best_split([5, 1, 1]) == 5  # one job longer than all the others together
+    assert best_split([3, 3, 3]) == 6  # above half the sum (4.5) when no split is even
+    serial = [{"seconds": s, "pid": 1} for s in (3, 3, 2, 2, 2)]
+    parallel = [{"seconds": 1.25 * s, "pid": pid} for s, pid in zip((3, 3, 2, 2, 2), (10, 10, 11, 11, 11))]
+    split = where_time_goes(8.5, serial, parallel)
+    assert split["contention"] == 1.25
+    assert split["best_split_over_half_sum"] == 1.0
+    assert split["busiest_worker_training_s"] == 7.5  # worker 10: 3.75 + 3.75; worker 11: 7.5 too
+    assert split["start_up_and_idle_s"] == 1.0
+    assert split["speedup_without_start_up_and_idle"] == 12 / 7.5
