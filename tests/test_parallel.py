@@ -131,3 +131,6 @@ def test_the_parallel_benchmark_accounts_for_the_wall_it_measures():
     assert split["busiest_worker_training_s"] == 7.5  # worker 10: 3.75 + 3.75; worker 11: 7.5 too
     assert split["start_up_and_idle_s"] == 1.0
     assert split["speedup_without_start_up_and_idle"] == 12 / 7.5
+    # Workers of unequal load: the busier one counts (worker 11: 3.75 + 2.5 + 2.5; worker 10: 3.75 + 2.5).
+    uneven = [{"seconds": 1.25 * s, "pid": pid} for s, pid in zip((3, 3, 2, 2, 2), (10, 11, 11, 11, 10))]
+    assert where_time_goes(11.0, serial, uneven)["busiest_worker_training_s"] == 1.25 * (3 + 2 + 2)
