@@ -15,11 +15,13 @@ What it does, in order:
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
 4. Runs each stage of each chosen pipeline with `dvc repro --single-item --force` (never restored
    from DVC's run cache, which would time nothing), in the order of its
-   `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins; the root pipeline always runs
+   `dvc.yaml`; with `--without-dvc`, runs the stage's `cmd` itself in the stage's `wdir` and fails it
+   when a declared output is missing (for a machine without DVC, such as a lent GPU machine that
+   reaches no package index), with `HYBRID_STANDINS` pointing at the stand-ins; the root pipeline always runs
    first, since every paper reads its data, and its failure stops the rehearsal. `--stages` runs
    only the stages named, in that order within each pipeline. It times each
    stage and samples the peak memory (proportional set size) of its whole process tree.
-5. Writes a JSON record per stage (stage, date, batch rows, precision, seconds, peak memory, exit
+5. Writes a JSON record per stage (stage, date, batch rows, precision, device, seconds, peak memory, exit
    status, the log's tail on failure) into `--out`, replacing the records of the stages it ran and
    keeping the others, so that rehearsals of some pipelines add up; exits 1 if any stage failed. A
    failed stage stops its pipeline; the other pipelines go on.
@@ -43,6 +45,7 @@ from datetime import date
 from pathlib import Path
 
 import psutil
+import torch
 import yaml
 
 from rehearsal import readiness, standins
@@ -69,17 +72,36 @@ def copy_tree(src: Path, dst: Path, skip: set[Path] = frozenset()) -> None:
             shutil.copy2(src / name, dst / name)
 
 
+def declared_outputs(stage: dict, wdir: Path) -> list[Path]:
+    """A stage's outs, metrics and plots, as paths under its working directory `wdir`."""
+    paths = []
+    for key in ("outs", "metrics", "plots"):
+        for out in stage.get(key, []):
+            paths.append(wdir / (next(iter(out)) if isinstance(out, dict) else out))
+    return paths
+
+
 def stage_outputs(work: Path) -> set[Path]:
     """Every path a stage of any pipeline writes (its outs, metrics and plots), relative to `work`."""
     written = set()
     for dvc_file in PIPELINES.values():
         for stage in yaml.safe_load((work / dvc_file).read_text())["stages"].values():
-            base = (work / dvc_file).parent / stage.get("wdir", ".")
-            for key in ("outs", "metrics", "plots"):
-                for out in stage.get(key, []):
-                    path = next(iter(out)) if isinstance(out, dict) else out
-                    written.add((base / path).resolve().relative_to(work.resolve()))
+            wdir = (work / dvc_file).parent / stage.get("wdir", ".")
+            written |= {path.resolve().relative_to(work.resolve()) for path in declared_outputs(stage, wdir)}
     return written
+
+
+def stage_command(work: Path, target: str) -> tuple[str, Path, list[Path]]:
+    """What DVC would run for `target` (`stage` of the root dvc.yaml or `<dvc.yaml>:<stage>`): its shell
+    command, its working directory and its declared outputs."""
+    dvc_file, _, name = target.rpartition(":")
+    dvc_path = work / (dvc_file or "dvc.yaml")
+    stage = yaml.safe_load(dvc_path.read_text())["stages"][name]
+    cmd = " && ".join(stage["cmd"]) if isinstance(stage["cmd"], list) else stage["cmd"]
+    if "${" in cmd:  # DVC would interpolate it; this runner does not
+        raise ValueError(f"{target}: its cmd uses DVC's ${{...}} interpolation, which --without-dvc cannot run")
+    wdir = dvc_path.parent / stage.get("wdir", ".")
+    return cmd, wdir, declared_outputs(stage, wdir)
 
 
 def kept_outputs(work: Path) -> set[Path]:
@@ -124,19 +146,27 @@ def _peak_memory(proc: psutil.Process, stop: threading.Event, peak: list[int]) -
         stop.wait(0.5)
 
 
-def run_stage(work: Path, target: str, env: dict[str, str], logs: Path) -> dict:
+def run_stage(work: Path, target: str, env: dict[str, str], logs: Path, without_dvc: bool = False) -> dict:
     logfile = logs / (target.replace("/", "_").replace(":", "__") + ".log")
+    if without_dvc:
+        cmd, cwd, outputs = stage_command(work, target)
+        argv = ["/bin/sh", "-c", cmd]
+    else:
+        # --force: without it DVC skips a stage whose run its cache has seen, and the record would time nothing.
+        argv, cwd, outputs = [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", target], work, []
     start = time.perf_counter()
     with logfile.open("w") as out:
-        # --force: without it DVC skips a stage whose run its cache has seen, and the record would time nothing.
-        proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", "--force", target],
-                                cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         stop, peak = threading.Event(), [0]
         sampler = threading.Thread(target=_peak_memory, args=(psutil.Process(proc.pid), stop, peak), daemon=True)
         sampler.start()
         rc = proc.wait()
         stop.set()
         sampler.join()
+        missing = [str(p.resolve().relative_to(work.resolve())) for p in outputs if rc == 0 and not p.exists()]
+        if missing:  # DVC fails such a stage too
+            out.write(f"declared outputs not written: {', '.join(missing)}\n")
+            rc = 1
     record = {"stage": target, "seconds": round(time.perf_counter() - start, 1),
               "peak_pss_mib": round(peak[0] / 2 ** 20), "rc": rc}
     if rc != 0:
@@ -161,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-outputs", action="store_true",
                         help="keep what earlier rehearsals wrote in the work copy, for --stages that read it")
     parser.add_argument("--no-readiness", action="store_true", help="leave the READMEs' readiness tables alone")
+    parser.add_argument("--without-dvc", action="store_true",
+                        help="run each stage's cmd directly and check its declared outputs (no DVC needed)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
 
@@ -189,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
            "HF_DATASETS_CACHE": str((args.work / "hf_datasets_cache").resolve()),
            "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
+    # The stages pick CUDA whenever it is there (`accelerator: auto`): a record says which it was.
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     kept = json.loads(args.out.read_text()) if args.out.is_file() else []
     records = []
 
@@ -204,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.stages and stage not in args.stages:
                 continue
             target = stage if pipeline == "root" else f"{dvc_file}:{stage}"
-            record = run_stage(args.work, target, env, logs)
+            record = run_stage(args.work, target, env, logs, args.without_dvc)
             records.append({"pipeline": pipeline, "date": date.today().isoformat(), "batch_rows": args.batch_rows,
-                            "precision": args.precision, **record})
+                            "precision": args.precision, "device": device, **record})
             log.info("%s: %s s, peak %s MiB%s", target, record["seconds"], record["peak_pss_mib"],
                      "" if record["rc"] == 0 else f", FAILED (rc {record['rc']})")
             save()

@@ -294,6 +294,29 @@ def test_a_stage_rehearsed_again_runs_again(tmp_path):
     assert (work / "ran").read_text() == "xx"
 
 
+def test_without_dvc_a_stage_runs_its_cmd_in_its_wdir_and_fails_on_a_missing_output(tmp_path):
+    """--without-dvc replaces `dvc repro` on machines without DVC: it must run what DVC would run,
+    where DVC would run it, and fail a stage as DVC does when a declared output is not written."""
+    from rehearsal.run import run_stage, stage_command
+
+    work, logs = tmp_path / "work", tmp_path / "logs"
+    (work / "papers/p").mkdir(parents=True), logs.mkdir()
+    (work / "papers/p/dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "writes": {"cmd": ["python -c \"open('a.txt', 'w').write('a')\"", "python -c \"open('b.txt', 'w')\""],
+                   "wdir": "../..", "outs": ["a.txt"], "metrics": [{"b.txt": {"cache": False}}]},
+        "forgets": {"cmd": "python -c \"open('a.txt', 'w')\"", "wdir": "../..", "outs": ["c.txt"]},
+        "templated": {"cmd": "python -m x --n ${n}", "outs": ["d.txt"]}}}))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    assert run_stage(work, "papers/p/dvc.yaml:writes", env, logs, without_dvc=True)["rc"] == 0
+    assert (work / "a.txt").read_text() == "a" and (work / "b.txt").is_file()  # at the wdir, every command
+    record = run_stage(work, "papers/p/dvc.yaml:forgets", env, logs, without_dvc=True)
+    assert record["rc"] == 1
+    assert record["log_tail"][-1] == "declared outputs not written: c.txt"
+    with pytest.raises(ValueError, match="interpolation"):
+        stage_command(work, "papers/p/dvc.yaml:templated")
+
+
 def test_the_rehearsal_never_copies_over_what_a_stage_wrote_but_the_readmes():
     from rehearsal.run import kept_outputs, stage_outputs
 
