@@ -10,6 +10,7 @@
 # anyio; transformers 5.23; lm-eval with evaluate, pytablewriter and its five helpers, chardet,
 # pytz, rouge-score, nltk, defusedxml, sqlitedict, word2number, more-itertools).
 # OUT: where the environment, the test log, the records and the stage logs go.
+# PIPELINES, STAGES: rehearsal.run's --pipelines and --stages (default: all of them).
 # BUDGET: seconds for the whole script; the rehearsal is stopped when they run out, and the records
 # of the stages that finished are kept.
 set -u
@@ -38,7 +39,7 @@ echo "test_cuda rc=$? at $(( $(date +%s) - T0 )) s"; tail -2 "$OUT/test_cuda.log
 git ls-files > /dev/null 2>&1 || { git init -q && git add -A; }
 timeout $(( BUDGET - ($(date +%s) - T0) )) python3 -m rehearsal.run --without-dvc --no-readiness \
   --work /tmp/rehearsal_work --standins /tmp/rehearsal_standins --out "$OUT/records_cuda.json" \
-  ${PIPELINES:+--pipelines $PIPELINES} > "$OUT/rehearsal.log" 2>&1
+  ${PIPELINES:+--pipelines $PIPELINES} ${STAGES:+--stages $STAGES} > "$OUT/rehearsal.log" 2>&1
 echo "rehearsal rc=$? at $(( $(date +%s) - T0 )) s (124: stopped at the budget)"
 grep -E " s, peak |rehearsal:" "$OUT/rehearsal.log"
 tar czf "$OUT/logs.tgz" -C /tmp/rehearsal_work rehearsal_logs 2>/dev/null
