@@ -15,9 +15,10 @@ What it does, in order:
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
 4. Runs each stage of each chosen pipeline with `dvc repro --single-item --force` (never restored
    from DVC's run cache, which would time nothing), in the order of its
-   `dvc.yaml`; with `--without-dvc`, runs the stage's `cmd` itself in the stage's `wdir` and fails it
-   when a declared output is missing (for a machine without DVC, such as a lent GPU machine that
-   reaches no package index), with `HYBRID_STANDINS` pointing at the stand-ins; the root pipeline always runs
+   `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins. With `--without-dvc` (a machine
+   without DVC, such as a GPU machine that reaches no package index) it runs the stage's `cmd`
+   itself in the stage's `wdir`, and fails the stage when a declared output is missing, as DVC
+   would. The root pipeline always runs
    first, since every paper reads its data, and its failure stops the rehearsal. `--stages` runs
    only the stages named, in that order within each pipeline. It times each
    stage and samples the peak memory (proportional set size) of its whole process tree.
@@ -204,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--stages: {unknown[0]} is not a stage of {', '.join(args.pipelines)}; "
                          f"they have: {', '.join(sorted(known))}")
+    if args.without_dvc:  # before anything is written: a stage this runner cannot run stops it here
+        for pipeline in {"root", *args.pipelines}:
+            for stage in stage_names(ROOT / PIPELINES[pipeline]):
+                try:
+                    stage_command(ROOT, stage if pipeline == "root" else f"{PIPELINES[pipeline]}:{stage}")
+                except ValueError as err:
+                    parser.error(f"--without-dvc: {err}")
 
     # Rewritten whenever the code that writes them changed; the marker is written last.
     marker, version = args.standins / "written_by", hashlib.sha256(Path(standins.__file__).read_bytes()).hexdigest()
