@@ -111,7 +111,7 @@ def sinkhorn_claims(res: dict, profile: str) -> list[dict]:
            f"{fewer:.0%} of cases, more in {1 - s[source]['share_blackmamba_at_most_vanilla_relative']:.0%}")
     if "logits" in s and source != "logits":
         raw = s["logits"]["vanilla"]
-        why += (f". The paper's '10-20' matches raw-logit inputs, where vanilla needs "
+        why += (f". The paper's '10-20' is nearer raw-logit inputs, where vanilla needs "
                 f"{raw['median_iters_relative']:g} (max {raw['max_iters_relative']})")
     return [claim_entry(
         id="appF-sinkhorn-iterations", paper=PAPER, where="Appendix F", trained=False, profile=profile,

@@ -7,7 +7,7 @@ for that budget (components frozen), then the fixed-alpha sweep of `nl_experimen
 those weights on the completions. Reported per budget: the landscape and its best alpha.
 
 Claim checked: the best alpha stabilises as the budget grows (the paper: at about 70M of its
-100M tokens). At `tiny` the budgets are a few thousand sequences, so only the direction compares.
+100M tokens). At `tiny` the budgets are at most 1,600 sequences (64,000 tokens), so only the direction compares.
 """
 
 from __future__ import annotations

@@ -764,6 +764,8 @@ def paper_scale_claims(clm: dict, ret: dict) -> list[dict]:
     measured here. (Claims that a `tiny` run could decide but no stage runs yet are listed in the
     README, not here: "needs paper scale" would misstate them.)"""
     d, models = clm["sizes"]["d_model"], clm["models"]
+    runs = [seed for model in models.values() for seed in model["seeds"].values()]
+    run_minutes = sum(seed["train_seconds"] for seed in runs) / 60
 
     def loss(name: str) -> str:
         v = spread(_val(models[name]))
@@ -786,9 +788,9 @@ def paper_scale_claims(clm: dict, ret: dict) -> list[dict]:
             claim="Masked mixers and Llamas improve with d_model; the flat mixer is best at d1024",
             where="Tables S1, S2, S3 (flat mixer eval 2.15 / 1.89 / 1.86 at d256 / 512 / 1024, 2.07 at d2048)",
             metric="validation loss after 12 h on one RTX 3060, by d_model",
-            why="the sweep trains d256-d2048 models for 12 GPU-hours each; here the clm stage's 600-step d64 runs "
-                "(18 of them: 21.5 min on two workers) are what a `tiny` pipeline affords, and the learning curves "
-                "in the README show they are not settled",
+            why=f"the sweep trains d256-d2048 models for 12 GPU-hours each; here the clm stage's {clm['steps']}-step "
+                f"d{d} runs ({len(runs)} of them: {run_minutes:.0f} CPU-minutes) are what a `tiny` pipeline affords, "
+                "and the learning curves in the README show they are not settled",
             evidence=f"only d_model {d} is trained here (clm stage): flat mixer {loss('mixer_flat')}, expanded mixer "
                      f"{loss('mixer_expanded')}, 4-head Llama {loss('llama_h4')}"),
     ]
