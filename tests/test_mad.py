@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -369,8 +370,19 @@ def test_manticores_memorization_setting_leaves_a_third_of_the_test_keys_unseen(
         queries = data["test_inputs"][:, ::2].ravel().tolist()
         return len(seen), sum(key not in seen for key in queries) / len(queries)
 
-    seen, fraction = unseen(mad.MANTICORE_AS_RUN["memorization"])
-    assert seen == 2588 and round(fraction, 3) == 0.362
-    keys = (mad.MANTICORE_AS_RUN["memorization"].vocab_size - 1) // 2
-    assert 1 - fraction + fraction / keys == pytest.approx(0.64, abs=0.005)
+    cfg = mad.MANTICORE_AS_RUN["memorization"]
+    seen, fraction = unseen(cfg)
+    # Against the occupancy law: `draws` uniform draws over `keys` keys show K(1 - (1 - 1/K)^m)
+    # distinct keys on average, with the variance below; a test query is unseen with probability
+    # 1 - seen/K. Four standard deviations either way.
+    keys, draws = (cfg.vocab_size - 1) // 2, cfg.num_train_examples * cfg.seq_len // 2
+    miss = (1 - 1 / keys) ** draws
+    expected = keys * (1 - miss)
+    sd = math.sqrt(keys * (keys - 1) * (1 - 2 / keys) ** draws + keys * miss - (keys * miss) ** 2)
+    assert abs(seen - expected) < 4 * sd, (seen, expected, sd)
+    queries = cfg.num_test_examples * cfg.seq_len // 2
+    p_unseen = 1 - seen / keys
+    assert abs(fraction - p_unseen) < 4 * math.sqrt(p_unseen * (1 - p_unseen) / queries), (fraction, p_unseen)
+    assert 0.34 < fraction < 0.39  # the README's "about 36%"
+    assert 1 - fraction + fraction / keys == pytest.approx(0.64, abs=0.02)
     assert unseen(mad.MAD_BASELINE["memorization"]) == (127, 0.0)

@@ -262,7 +262,10 @@ def test_bf16_autocast_trains():
     assert y.dtype == torch.bfloat16
     (grad,) = torch.autograd.grad(y.float().pow(2).mean(), block.conv.weight)
     assert grad.dtype == torch.float32
-    torch.testing.assert_close(grad, reference, rtol=0.05, atol=0.02)
+    # Relative to the gradient's own size (its entries are below 0.01, so an absolute tolerance
+    # would pass a zero gradient): bf16 keeps 8 bits of mantissa, and the error here is about 1%.
+    assert (grad - reference).norm() / reference.norm() < 0.03
+    assert (torch.zeros_like(reference) - reference).norm() / reference.norm() >= 0.03  # the bound can fail
 
 
 def test_only_unit_expansion_is_sensible():

@@ -58,12 +58,23 @@ def test_every_profile_validates_and_lists_the_paper_models():
 
 @pytest.mark.parametrize("name", ARCHS)
 def test_builds_runs_and_trains(name):
+    torch.manual_seed(0)
     model = build(name).train()
     ids = torch.randint(0, V, (2, T))
     logits = model(ids)
     assert logits.shape == (2, T, V) and torch.isfinite(logits).all()
     logits.sum().backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad), "a parameter gets no gradient"
+    # and a few Adam steps fit a fixed batch (each position's own token, which every family can see)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(8):
+        loss = torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
 
 
 @pytest.mark.parametrize("name", CAUSAL)
@@ -191,12 +202,21 @@ def test_bad_params_exit_2_with_one_line(smoke_data, tmp_path, monkeypatch, caps
 
 @pytest.mark.parametrize("name", CAUSAL + ["mixer_bidirectional"])
 def test_hidden_states_are_what_the_model_feeds_its_head(name):
-    """`hidden_states` re-runs `LanguageModel`'s block loop from embeddings: head(final_norm(h))
-    must equal the model's own logits."""
+    """`hidden_states` re-runs `LanguageModel`'s block loop from embeddings: with `final_norm` it must
+    be exactly what the model's forward hands its head, and without it what the forward hands its
+    final norm (both caught by hooks on the forward itself)."""
     model = build(name)
     ids = torch.randint(0, V, (2, T))
-    h = hidden_states(model, model.embed(ids), final_norm=True)
-    torch.testing.assert_close(model.head(h), model(ids), rtol=0, atol=0)
+    fed = {}
+    hooks = [module.register_forward_hook(lambda m, args, out, key=key: fed.__setitem__(key, args[0]))
+             for key, module in (("head", model.head), ("final_norm", model.final_norm)) if module is not None]
+    model(ids)
+    for hook in hooks:
+        hook.remove()
+    torch.testing.assert_close(hidden_states(model, model.embed(ids), final_norm=True), fed["head"], rtol=0, atol=0)
+    if "final_norm" in fed:
+        torch.testing.assert_close(hidden_states(model, model.embed(ids), final_norm=False), fed["final_norm"],
+                                   rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(("module", "section", "params", "message"), [

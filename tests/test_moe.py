@@ -413,8 +413,18 @@ def test_load_balancing_loss_by_hand():
     f = [(choice == j).double().mean() for j in range(E)]
     expected = 0.1 * E * sum(f[j] * probs[:, j].mean() for j in range(E))
     assert m.aux_loss().item() == pytest.approx(expected.item(), rel=1e-5)
-    # Perfect balance and uniform probs give exactly coef (the loss's minimum).
-    assert 0.1 * E * sum((1 / E) * (1 / E) for _ in range(E)) == pytest.approx(0.1)
+    # A router with uniform probabilities gives exactly coef, whatever the choices (the loss's
+    # minimum); one that sends every token to expert 0 with probability p gives coef * E * p.
+    with torch.no_grad():
+        m.router.weight.zero_()
+        m.router.bias.zero_()
+    m(x)
+    assert m.aux_loss().item() == pytest.approx(0.1, rel=1e-5)
+    with torch.no_grad():
+        m.router.bias[0] = 10.0
+    m(x)
+    p = math.exp(10.0) / (math.exp(10.0) + E - 1)
+    assert m.aux_loss().item() == pytest.approx(0.1 * E * p, rel=1e-5)
 
 
 def test_load_balance_stats():
@@ -449,4 +459,6 @@ def test_autocast_bf16_runs_and_stays_close():
     assert torch.equal(m.last_tokens_per_expert, ref_counts)  # the router stays fp32
     y.float().sum().backward()
     assert x.grad is not None and torch.isfinite(m.w_in.grad).all()
-    torch.testing.assert_close(y.float(), ref, rtol=5e-2, atol=5e-2)
+    # Relative to the output's size (most entries are below 0.1): the bf16 error here is about 0.6%,
+    # and dropping an expert's gate factor (outputs off by a factor) moves it far past the bound.
+    assert (y.float() - ref).norm() / ref.norm() < 0.02

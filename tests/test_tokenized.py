@@ -74,6 +74,12 @@ def test_datamodule_batches(tmp_path, tokenizer):
     first = [b["input_ids"].tolist() for b in dm.train_dataloader()]
     again = [b["input_ids"].tolist() for b in dm.train_dataloader()]
     assert first == again and len(first) == 2  # seeded shuffling: the same order each time
+    stored = dm.train_dataloader().dataset
+    rows, in_storage = [row for batch in first for row in batch], [list(row["input_ids"]) for row in stored]
+    assert sorted(rows) == sorted(in_storage) and rows != in_storage  # every row once, shuffled
+    other = TextDataModule(_saved(tmp_path / "other", tokenizer), batch_size=4, seed=4)
+    other.setup()
+    assert [b["input_ids"].tolist() for b in other.train_dataloader()] != first  # and by the seed
     batch = next(iter(dm.val_dataloader()))
     assert batch["input_ids"].shape == (4, 32)
     assert (batch["labels"] == -100).equal(batch["attention_mask"] == 0)

@@ -230,7 +230,16 @@ def test_rows_shorter_than_the_window_train_where_no_position_goes_untrained(tmp
     one on shorter rows leaves the later positions as they were)."""
     net = LanguageModel(LMConfig(vocab_size=V, d_model=8, pattern=pattern, n_ctx=12,
                                  blocks={"attn": {"n_heads": 2}} if "attn" in pattern else {}))
+    before = copy.deepcopy(net.state_dict())
     trainer = _trainer(tmp_path, max_steps=2)
     trainer.fit(CausalLMModule(net, vocab_size=V, full_window=full_window),
                 train_dataloaders=lm_loader(), val_dataloaders=lm_loader())
     assert trainer.global_step == 2
+    after = net.state_dict()
+    if full_window:  # every weight serves every position, so every one trained
+        assert [k for k in before if torch.equal(before[k], after[k])] == []
+    else:  # the mixer's output positions 6-11 never see a 6-token row: their weights only decay
+        w0, w1 = before["blocks.0.conv.weight"], after["blocks.0.conv.weight"]
+        torch.testing.assert_close(w1[6:], w0[6:] * (w1[6, 0, 0] / w0[6, 0, 0]))
+        assert not torch.allclose(w1[:6], w0[:6] * (w1[6, 0, 0] / w0[6, 0, 0]))
+        assert torch.equal(before["blocks.0.conv.bias"][6:], after["blocks.0.conv.bias"][6:])
