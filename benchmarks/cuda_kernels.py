@@ -51,7 +51,8 @@ SECTIONS = ("mamba", "attention", "moe")
 # Mamba-130M's width; 4 of its 24 layers keep the Hugging Face PyTorch path (a loop over time) affordable.
 MAMBA = {"vocab": 8192, "d_model": 768, "n_layers": 4, "batch": 8, "seq": 1024}
 CONTEXTS = (2048, 4096, 8192)
-# (tokens, d_model, d_ff, experts): the CPU benchmark's size, and BlackMamba 1.5B's layer.
+# (tokens, d_model, d_ff, experts): the CPU benchmark's tokens and width at d_ff = 683 (8/3 x 256 unrounded,
+# which `_grouped_mm` rejects; the CPU benchmark's default is 704), and BlackMamba 1.5B's layer.
 MOE_SIZES = ((4096, 256, 683, 8), (16384, 1152, 3072, 8))
 
 

@@ -1,7 +1,7 @@
 """The `paper` networks trained for a few steps on a GPU: seconds per step, peak memory, and the
 share of the GPU's dense bf16 peak they reach, which the readiness tables state (40%) instead.
 
-    python -m rehearsal.gpu_steps [--only PIPELINE:STAGE:INDEX ...] [--steps 3] [--budget-s 300]
+    python -m rehearsal.gpu_steps [--only PIPELINE:STAGE:INDEX ...] [--steps 3] [--budget-s SECONDS]
 
 Each network of `rehearsal.paper_work` (the readiness tables' rows; `--only` picks some by their
 pipeline, stage and position in the stage's list) is built at its paper shapes on the GPU with

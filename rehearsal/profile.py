@@ -9,7 +9,7 @@ a slow rehearsal, never as a wrong one. Two cuts read what a section holds inste
 counts of MAD tasks (set in code, reached through `task_overrides`) and retrieval's candidate pools.
 
 `batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
-hours per step on 2 CPU cores (BlackMamba's 32 x 2048 tokens most), and a batch of 2 still has a
+hours per step on 2 CPU cores (Manticore's LRA runs, 32 x 2048-4096 tokens, most), and a batch of 2 still has a
 batch dimension that a squeeze or a reshape could get wrong. `precision` replaces every trainer's
 precision (the paper's `bf16-mixed` is a GPU setting).
 """
