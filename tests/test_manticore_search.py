@@ -87,16 +87,19 @@ def test_exponentiated_gradient_keeps_rows_on_the_simplex_and_descends():
 
 
 def test_exponentiated_gradient_clips_the_exponent_and_floors_the_weights():
-    """One step by hand: the exponent -lr * grad is clipped to [-9, 9], weights below 1e-5 are
-    raised to it, then each row is renormalised."""
-    alphas = torch.nn.Parameter(torch.tensor([[0.5, 0.5], [1.0, 0.0]], dtype=torch.float64))
+    """One step by hand, in the official code's order: the exponent -lr * grad is clipped to [-9, 9],
+    each row renormalised, then weights below 1e-5 raised to it (so a floored row sums to a little
+    over 1, and a weight a step drives down stays at the floor, not at a share of the row)."""
+    alphas = torch.nn.Parameter(torch.tensor([[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
     opt = ExponentiatedGradient([alphas], lr=1.0)
-    alphas.grad = torch.tensor([[-100.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    alphas.grad = torch.tensor([[-100.0, 0.0], [0.0, 0.0], [100.0, 0.0]], dtype=torch.float64)
     opt.step()
     first = torch.tensor([0.5 * torch.e ** 9, 0.5], dtype=torch.float64)
-    second = torch.tensor([1.0, 1e-5], dtype=torch.float64)
     torch.testing.assert_close(alphas[0], first / first.sum())
-    torch.testing.assert_close(alphas[1], second / second.sum())
+    torch.testing.assert_close(alphas[1], torch.tensor([1.0, 1e-5], dtype=torch.float64))
+    # the first weight falls by e^-9 (clipped from e^-100) and the row renormalises back to [1, 0]
+    # before the floor: [1, 1e-5], where flooring first would give 1.2e-4 : 1e-5, i.e. [0.925, 0.075]
+    torch.testing.assert_close(alphas[2], torch.tensor([1.0, 1e-5], dtype=torch.float64))
 
 
 def test_a_component_at_alpha_zero_regains_weight_under_gaea():

@@ -31,9 +31,12 @@ from papers.manticore.hybrid import Manticore
 
 class ExponentiatedGradient(torch.optim.Optimizer):
     """Mirror descent on the simplex (GAEA), stepped as the official code steps it:
-    a <- a * exp(clip(-lr * grad, -clip, clip)), floored at `floor`, then each row renormalised.
+    a <- a * exp(clip(-lr * grad, -clip, clip)), each row renormalised, then floored at `floor`.
     The floor lets a weight that reached zero regain weight (a pure multiplicative step keeps a zero
-    at zero for ever); the clip bounds what one step can do. Rows stay on the simplex."""
+    at zero for ever); the clip bounds what one step can do. Flooring after the renormalisation, as
+    the official code does, leaves a row's sum up to (components - 1) x `floor` above 1, and keeps a
+    weight that a step drove to the floor there (flooring first and renormalising after would lift
+    it to a share of the row at once)."""
 
     def __init__(self, params, lr: float = 0.1, clip: float = 9.0, floor: float = 1e-5):
         super().__init__(params, {"lr": lr, "clip": clip, "floor": floor})
@@ -46,8 +49,8 @@ class ExponentiatedGradient(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 p.mul_(torch.exp((-group["lr"] * p.grad).clamp(-group["clip"], group["clip"])))
-                p.clamp_(min=group["floor"])
                 p.div_(p.sum(dim=-1, keepdim=True))
+                p.clamp_(min=group["floor"])
         return loss
 
 

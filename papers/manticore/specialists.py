@@ -209,7 +209,9 @@ def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path
     """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
     documents) and `projector` (train: the projector text, validation: its own held-out entries, or
     with projector text of the two genres the same held-out documents);
-    with `single_genre`, `finetune_<genre>` (train: that genre alone, the same validation)."""
+    with `single_genre`, `finetune_<genre>` (train: that genre alone, validation: that genre's
+    held-out documents, so that a run's curve, which the report's settling rule reads, is the
+    task's own loss)."""
     docs = genre_documents(cfg, seed, stories, single_genre)
     # Interleaved, so that the validation batches a run reads (`limit_val_batches`) hold both genres.
     validation = [doc for pair in zip(docs["validation_stories"], docs["validation_instructions"]) for doc in pair]
@@ -217,7 +219,8 @@ def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path
             **{f"finetune_{g}": docs[f"train_{g}"] for g in GENRES if f"train_{g}" in docs}}
     paths = {}
     for name, train in sets.items():
-        own = docs.get("validation_projector", validation) if name == "projector" else validation
+        own = docs.get("validation_projector", validation) if name == "projector" else \
+            docs.get(f"validation_{name.removeprefix('finetune_')}", validation)
         splits = {"train": train, "validation": own,
                   **{f"validation_{g}": docs[f"validation_{g}"] for g in GENRES}}
         with atomic_dir(out / name) as tmp:
@@ -257,7 +260,8 @@ def with_own_embeddings(runner: Runner, start: dict) -> dict:
 
 
 def curve(run) -> list[list[float]]:
-    """(step, validation loss on the held-out mix) over a run: how far it still moved at the end."""
+    """(step, validation loss on the run's held-out documents: both genres', or on a single-genre task
+    that genre's) over a run: how far it still moved at the end."""
     return [[r["step"], r["val/loss"]] for r in run.history if "val/loss" in r]
 
 
