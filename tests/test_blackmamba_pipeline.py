@@ -124,6 +124,19 @@ def test_linear_time_generation_is_judged_on_the_interval_of_repeated_timings(bl
     assert flat_latency_verdict(blackmamba, 1.3)[0] == verdict
 
 
+@pytest.mark.parametrize(("mamba", "verdict"), [
+    ([0.70, 0.71, 0.72], "reproduced"),
+    ([0.55, 0.70, 0.62], "inconclusive"),  # timing by timing, no faster than BlackMamba
+    ([0.50, 0.51, 0.52], "not reproduced"),  # measurably faster than BlackMamba
+])
+def test_faster_at_paper_scale_is_judged_on_paired_timings(mamba, verdict):
+    from papers.blackmamba.report import faster_verdict
+
+    ms = {"blackmamba": [0.60, 0.61, 0.62], "mamba": mamba, "transformer": [0.90, 0.92, 0.91],
+          "moe_transformer": [1.10, 1.12, 1.11]}
+    assert faster_verdict(ms)[0] == verdict
+
+
 @pytest.mark.parametrize(("transformer", "moe_transformer", "verdict"), [
     ([1.50, 1.52, 1.51], [1.40, 1.42, 1.41], "reproduced"),
     # one transformer's growth indistinguishable from BlackMamba's, timing by timing
