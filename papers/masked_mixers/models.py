@@ -13,9 +13,11 @@ shared `d_model`, `n_layers` and `n_ctx`:
 - `kind: bidirectional_transformer`: a forward and a reverse causal stack whose outputs are
   combined so that the prediction at t never sees token t + 1 (`BidirectionalTransformer`).
 
-Initialisation follows the official code: its mixers kept PyTorch's defaults (`init: pytorch`,
-so `nn.Embedding`'s N(0, 1) token embedding), its transformers Hugging Face's (`init: standard`,
-N(0, 0.02) linear layers and embedding). `embed_init_std` re-initialises an untied token
+Initialisation follows the official code but for the output head: its mixers kept PyTorch's
+defaults (`init: pytorch`, so `nn.Embedding`'s N(0, 1) token embedding), its transformers Hugging
+Face's (`init: standard`, N(0, 0.02) linear layers and embedding); every untied head here starts at
+N(0, 0.02) (`LanguageModel`), the mixers' too, where the official mixer's head is `nn.Linear`'s
+default (the README says so). `embed_init_std` re-initialises an untied token
 embedding: the params use it to state each start explicitly, and `llama_h4_embed1` gives a Llama
 the mixers' N(0, 1) start to show what the embedding scale alone does.
 """
