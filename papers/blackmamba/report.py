@@ -178,19 +178,25 @@ def flat_latency_verdict(growth: list[float], tolerance: float) -> tuple[str, st
     return "inconclusive", why
 
 
-def advantage_grows_verdict(growth: dict[str, list[float]]) -> tuple[str, str]:
-    """BlackMamba's advantage over each transformer grows with length when that transformer's per-token
-    time grows more than BlackMamba's, timing by timing (the models took turns, so the i-th timings
-    pair): reproduced when every transformer's interval of the difference excludes zero on that side,
-    not reproduced when one excludes it on the other, inconclusive otherwise."""
+def above_blackmamba_each(timed: dict[str, list[float]], baselines: list[str]) -> tuple[str, str]:
+    """Whether each baseline's timed value lies above BlackMamba's, timing by timing (the models took
+    turns, so the i-th timings pair): reproduced when every baseline's interval of the difference
+    excludes zero on that side, not reproduced when one excludes it on the other, inconclusive
+    otherwise."""
     verdicts, whys = [], []
-    for name in (n for n in growth if n != "blackmamba"):
-        verdict, why = judge_difference(paired_differences(growth[name], growth["blackmamba"]), +1)
+    for name in baselines:
+        verdict, why = judge_difference(paired_differences(timed[name], timed["blackmamba"]), +1)
         verdicts.append(verdict)
         whys.append(f"{name} - blackmamba: {why}")
     verdict = "reproduced" if all(v == "reproduced" for v in verdicts) else \
         "not reproduced" if "not reproduced" in verdicts else "inconclusive"
     return verdict, "; ".join(whys)
+
+
+def advantage_grows_verdict(growth: dict[str, list[float]]) -> tuple[str, str]:
+    """BlackMamba's advantage over each transformer grows with length when that transformer's per-token
+    time grows more than BlackMamba's."""
+    return above_blackmamba_each(growth, [name for name in growth if name != "blackmamba"])
 
 
 def fig5_claims(res: dict, profile: str) -> list[dict]:
@@ -243,17 +249,9 @@ def fig5_claims(res: dict, profile: str) -> list[dict]:
 
 
 def faster_verdict(ms_per_token: dict[str, list[float]]) -> tuple[str, str]:
-    """BlackMamba faster than Mamba and the transformers: each one's ms/token minus BlackMamba's, paired
-    by timing (the models took turns), must exclude zero on that side; one that excludes it on the
-    other side makes the claim not reproduced; anything else is inconclusive."""
-    verdicts, whys = [], []
-    for name in (n for n in ("mamba", "transformer", "moe_transformer") if n in ms_per_token):
-        verdict, why = judge_difference(paired_differences(ms_per_token[name], ms_per_token["blackmamba"]), +1)
-        verdicts.append(verdict)
-        whys.append(f"{name} - blackmamba: {why}")
-    verdict = "reproduced" if all(v == "reproduced" for v in verdicts) else \
-        "not reproduced" if "not reproduced" in verdicts else "inconclusive"
-    return verdict, "; ".join(whys)
+    """BlackMamba faster than Mamba and the transformers: each one's ms/token above BlackMamba's."""
+    return above_blackmamba_each(ms_per_token, [name for name in ("mamba", "transformer", "moe_transformer")
+                                                if name in ms_per_token])
 
 
 def routing_claims(res: dict, train: dict, profile: str) -> list[dict]:
