@@ -265,7 +265,6 @@ def test_bf16_autocast_trains():
     # Relative to the gradient's own size (its entries are below 0.01, so an absolute tolerance
     # would pass a zero gradient): bf16 keeps 8 bits of mantissa, and the error here is about 1%.
     assert (grad - reference).norm() / reference.norm() < 0.03
-    assert (torch.zeros_like(reference) - reference).norm() / reference.norm() >= 0.03  # the bound can fail
 
 
 def test_only_unit_expansion_is_sensible():
