@@ -150,3 +150,18 @@ def test_the_advantage_over_the_transformers_grows_when_their_growth_exceeds_bla
 
     growth = {"blackmamba": [0.98, 0.99, 1.00], "transformer": transformer, "moe_transformer": moe_transformer}
     assert advantage_grows_verdict(growth)[0] == verdict
+
+
+@pytest.mark.parametrize("tokens", [10, 41, 200])
+def test_the_random_router_chance_matches_the_exact_binomial_expectation(tokens):
+    """With two experts the busiest one's load is max(X, n - X), X ~ Binomial(n, 1/2): its exact mean,
+    summed over the binomial's outcomes, is the oracle for the seeded Monte Carlo."""
+    import math
+
+    from papers.blackmamba.report import random_router_loads
+
+    exact = sum(math.comb(tokens, k) * max(k, tokens - k) for k in range(tokens + 1)) / 2 ** tokens / (tokens / 2)
+    ratio, share = random_router_loads(tokens, 2, threshold=1.2, draws=20000)
+    assert abs(ratio - exact) < 0.01
+    at_most = sum(math.comb(tokens, k) for k in range(tokens + 1) if max(k, tokens - k) <= 1.2 * tokens / 2)
+    assert abs(share - at_most / 2 ** tokens) < 0.02
