@@ -9,7 +9,7 @@ import pytest
 
 from common.config import from_dict
 from common.errors import ConfigError, DataError
-from papers.manticore.programmed import ProgrammedConfig, corner, mad_alphas
+from papers.manticore.programmed import ProgrammedConfig, completions_chance, corner, mad_alphas
 from papers.manticore.projector_budget import ProjectorBudgetConfig
 
 
@@ -63,3 +63,22 @@ def test_corner_finds_a_grid_point():
 def test_bad_settings_are_one_line_errors(cls, raw, match):
     with pytest.raises(ConfigError, match=match):
         from_dict(cls, raw, where="stage").check()
+
+
+def test_the_completions_chance_is_the_unigram_loss_of_the_scored_labels(tmp_path):
+    """Worked by hand: training tokens 0,0,1 (pad excluded) give add-one probabilities over 3 ids of
+    3/6, 2/6, 1/6; the scored validation labels are each row's tokens but its first, padding out."""
+    import math
+
+    import datasets
+
+    from common.data.manifest import write_manifest
+
+    splits = {"train": {"input_ids": [[0, 0, 1, 2]], "attention_mask": [[1, 1, 1, 0]]},
+              "validation": {"input_ids": [[2, 1, 2, 0], [0, 0, 0, 0]], "attention_mask": [[1, 1, 1, 0], [1, 1, 0, 0]]}}
+    path = tmp_path / "completions"
+    datasets.DatasetDict({s: datasets.Dataset.from_dict(r) for s, r in splits.items()}).save_to_disk(path)
+    write_manifest(path, stage="test", params={}, counts={})
+    # scored labels: 1, 2 from the first row, 0 from the second
+    expected = -(math.log(2 / 6) + math.log(1 / 6) + math.log(3 / 6)) / 3
+    assert abs(completions_chance(path, 3) - expected) < 1e-12

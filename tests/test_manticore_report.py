@@ -269,7 +269,7 @@ def test_figure4_names_what_the_cheapest_runs_show():
 def programmed_results(mad_searched: list[str]) -> dict:
     return {"profile": "tiny", "mad_searched": mad_searched,
             "summary": {"programmed_val_loss": 1.2, "components_alone": {"gpt_neo": 1.5, "mamba": 1.6},
-                        "frankenmerges": {"gpt_neo then mamba": 1.7, "mamba then gpt_neo": 1.8}}}
+                        "frankenmerges": {"gpt_neo then mamba": 1.7, "mamba then gpt_neo": 1.8}, "chance": 4.8}}
 
 
 @pytest.mark.parametrize("setting", ["mad_baseline", "manticore_as_run"], ids=["tiny", "paper"])
@@ -285,5 +285,6 @@ def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_noth
     assert entry["verdict"] == "inconclusive"
     assert "at chance on 1 of 2 tasks at 80 steps (selective-copying)" in entry["why"]
     assert entry["arms"]["programmed"]["values"] == [1.2] and entry["arms"]["better frankenmerge"]["values"] == [1.7]
+    assert entry["chance"] == 4.8
     learned = programmed({"in-context-recall": 0.9, "selective-copying": 0.5})
     assert learned["verdict"] == "inconclusive" and learned["why"].startswith("the MAD searches learned every task")

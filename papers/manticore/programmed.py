@@ -21,7 +21,6 @@ from common.stages import load_stage, stage_cli
 # ruff: noqa: E402
 CLI = stage_cli(__name__, __doc__, "components", "completions", "general", "run-dir", "out", "plot", "mad")
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,10 @@ from pathlib import Path
 import torch
 
 from common.config import bounded
-from common.errors import ConfigError, DataError, exit_on_user_error
-from common.io import write_json
+from common.data.tokenized import load_tokenized
+from common.errors import ConfigError, exit_on_user_error
+from common.eval.chance import unigram_loss
+from common.io import load_json, write_json
 from papers.manticore.alphas import average
 from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape
 
@@ -53,9 +54,7 @@ class ProgrammedConfig(SweepConfig):
 
 def mad_alphas(path: Path, cfg: ProgrammedConfig) -> dict[str, dict]:
     """Each MAD task's programming-search alphas and path, checked against this hybrid's layout."""
-    if not path.is_file():
-        raise DataError(f"{path}: missing; run the mad_experiments stage first")
-    mad = json.loads(path.read_text())
+    mad = load_json(path, "run the mad_experiments stage first")
     if mad.get("programming") is None:
         raise ConfigError("programmed: mad_experiments ran no programming search; "
                           "set mad_experiments.programming and rerun it")
@@ -70,6 +69,15 @@ def mad_alphas(path: Path, cfg: ProgrammedConfig) -> dict[str, dict]:
 
 def corner(sweep: list[dict], alpha_of_second: tuple[float, ...]) -> float:
     return next(s["val_loss"] for s in sweep if tuple(row[1] for row in s["alphas"]) == alpha_of_second)
+
+
+def completions_chance(data: Path, vocab_size: int) -> float:
+    """The completions' unigram loss: the training tokens' frequencies, scored on the labels the models
+    are scored on (every non-padding validation token but a row's first)."""
+    rows = load_tokenized(data, splits=("train", "validation"))
+    train, val = ([r["input_ids"][first:sum(r["attention_mask"])] for r in rows[split]]
+                  for split, first in (("train", 0), ("validation", 1)))
+    return unigram_loss(train, val, vocab_size)
 
 
 @exit_on_user_error
@@ -91,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
                      f"{second} then {first}": corner(sweep, (1.0, 0.0))}
     summary = {
         "programmed_val_loss": programmed["val_loss"], "frankenmerges": frankenmerges,
+        "chance": completions_chance(args.completions, len(tokenizer)),
         "components_alone": {first: corner(sweep, (0.0, 0.0)), second: corner(sweep, (1.0, 1.0))},
         "sweep_best": min(sweep, key=lambda s: s["val_loss"]),
         "beats_both_frankenmerges": all(programmed["val_loss"] < v for v in frankenmerges.values()),

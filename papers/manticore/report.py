@@ -972,9 +972,9 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
     why = (f"the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
            f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)}), so their mean alphas are not yet "
            "MAD's answer; " if at_chance else "the MAD searches learned every task, but ")
-    why += ("the landscape is one seed on components pretrained on the same stories, where no hybrid optimum can "
-            "form; deciding it needs the MAD searches run to above chance (see mad_sizing) and the two-block "
-            "landscape on the specialist pair over seeds")
+    why += ("the landscape is one seed (a single run per arm, so no spread) on components pretrained on the same "
+            "stories, where no hybrid optimum can form; deciding it needs the MAD searches run to above chance "
+            "(see mad_sizing) and the two-block landscape on the specialist pair over seeds")
     return claim_entry(
         id="fig2-right-mad-programmed-hybrid", paper=PAPER, profile=res["profile"],
         claim="Alphas programmed by averaging the mixture weights searched on the MAD tasks give a two-block hybrid "
@@ -985,6 +985,7 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
         arms={"programmed": [summary["programmed_val_loss"]],
               "better component alone": [min(summary["components_alone"].values())],
               "better frankenmerge": [min(summary["frankenmerges"].values())]},
+        chance=summary["chance"],
         control=f"the frankenmerges ({', '.join(summary['frankenmerges'])}); MAD programming searches' accuracy: "
                 f"{searched}", verdict="inconclusive", why=why)
 
