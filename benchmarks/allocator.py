@@ -37,6 +37,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from benchmarks import positive_int
 from common.config import from_dict, load_yaml, stage_config  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
@@ -128,7 +129,7 @@ def child(setting: str, steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=positive_int, default=20)
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

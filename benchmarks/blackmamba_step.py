@@ -23,6 +23,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks import positive_int
 from common.eval.counting import count_lm  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
@@ -42,13 +43,14 @@ def configs(d_model: int, layers: int, d_ff: int, vocab: int, n_ctx: int) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--d-ff", type=int, default=344)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--n-ctx", type=int, default=256)
+    parser.add_argument("--reps", type=positive_int, default=9)
+    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--d-model", type=positive_int, default=128)
+    parser.add_argument("--layers", type=positive_int, default=4)
+    parser.add_argument("--d-ff", type=positive_int, default=344)
+    parser.add_argument("--batch", type=positive_int, default=16)
+    parser.add_argument("--n-ctx", type=positive_int, default=256)
+    parser.add_argument("--out", type=Path, default=OUT, help="where the results go (a check run: elsewhere)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -85,11 +87,11 @@ def main() -> None:
     ratio = results["blackmamba"]["median_s"] / results["dense_mamba"]["median_s"]
     environment = {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": platform.machine(),
                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
-    write_json(OUT, {"config": vars(args), "environment": environment, "results": results,
+    write_json(args.out, {"config": vars(args), "environment": environment, "results": results,
                      "blackmamba_over_dense_mamba": ratio, "target": "<= 1.5"})
     print(f"BlackMamba {results['blackmamba']['median_s']:.3f} s, "
           f"dense Mamba {results['dense_mamba']['median_s']:.3f} s "
-          f"per step: {ratio:.2f}x (target <= 1.5x); wrote {OUT}")
+          f"per step: {ratio:.2f}x (target <= 1.5x); wrote {args.out}")
 
 
 if __name__ == "__main__":

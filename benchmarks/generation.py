@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from benchmarks import positive_int
 from common.eval.generation import generation_profile
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
@@ -26,10 +27,10 @@ OUT = Path(__file__).resolve().parent / "results" / "generation.json"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[256, 1024, 4096])
+    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--d-model", type=positive_int, default=256)
+    parser.add_argument("--layers", type=positive_int, default=4)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -31,6 +31,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import positive_int  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.mamba import mamba_language_model  # noqa: E402
 
@@ -140,8 +141,8 @@ def bench_training(reps: int, hf_reps: int) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--hf-reps", type=int, default=2)
+    parser.add_argument("--reps", type=positive_int, default=7)
+    parser.add_argument("--hf-reps", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mamba_speed.json")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")

@@ -21,6 +21,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.
 
 import torch  # noqa: E402
 
+from benchmarks import positive_int
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
@@ -30,12 +31,12 @@ OUT = Path(__file__).resolve().parent / "results" / "manticore_overhead.json"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--blocks", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--n-ctx", type=int, default=256)
+    parser.add_argument("--reps", type=positive_int, default=9)
+    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--d-model", type=positive_int, default=256)
+    parser.add_argument("--blocks", type=positive_int, default=2)
+    parser.add_argument("--batch", type=positive_int, default=8)
+    parser.add_argument("--n-ctx", type=positive_int, default=256)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

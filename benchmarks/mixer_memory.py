@@ -48,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import positive_int
 from common.eval.memory import memory_mib, reset_peak
 from common.io import write_json
 
@@ -152,8 +153,8 @@ def run_child(model_name: str, n_ctx: int, reps: int) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--contexts", type=int, nargs="+", default=[512, 1024, 2048, 4096])
-    parser.add_argument("--reps", type=int, default=2, help="timed steps after one warm-up step")
+    parser.add_argument("--contexts", type=positive_int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--reps", type=positive_int, default=2, help="timed steps after one warm-up step")
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "N_CTX"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)

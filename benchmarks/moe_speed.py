@@ -40,6 +40,7 @@ from torch import nn  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import positive_int, positive_ints  # noqa: E402
 from common.blocks.moe import MoE, default_d_ff, load_balance_stats  # noqa: E402
 from common.io import write_json  # noqa: E402
 
@@ -148,10 +149,10 @@ def bench_config(n_tokens: int, d_model: int, n_experts: int, d_ff: int, reps: i
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", default="2,1",
+    parser.add_argument("--threads", type=positive_ints, default="2,1",
                         help="comma-separated thread counts; 2 is the reference, 1 a control that is "
                              "insensitive to other processes stealing a core")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--reps", type=positive_int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="only the main 256-wide, 8-expert size")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         sizes = sizes[:1]
     runs = []
-    for threads in [int(t) for t in args.threads.split(",")]:
+    for threads in args.threads:
         torch.set_num_threads(threads)
         load_before = os.getloadavg()
         configs = []

@@ -33,6 +33,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.
 
 import torch  # noqa: E402
 
+from benchmarks import positive_int
 from common.data.mad import MADTaskConfig  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LMConfig  # noqa: E402
@@ -94,7 +95,7 @@ def where_time_goes(wall: float, serial: list[dict], parallel: list[dict]) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=positive_int, default=600)
     args = parser.parse_args()
     serial_2, _ = timed_jobs(args.steps, workers=1, threads=2)
     serial_1, reference = timed_jobs(args.steps, workers=1, threads=1)

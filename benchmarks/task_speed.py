@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import positive_int  # noqa: E402
 from common.config import load_yaml, stage_config  # noqa: E402
 from common.data import mad, pathfinder  # noqa: E402
 from common.data.lra import lra_splits  # noqa: E402
@@ -107,7 +108,7 @@ def tiny_suite(scale: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=positive_int, default=3)
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the script runs; writes nothing")
     args = parser.parse_args()
     quick = args.quick

@@ -38,6 +38,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found")
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; a params file is YAML") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -71,6 +73,9 @@ def stage_config(params: dict[str, Any], section: str, cls: type[T], profile: st
     unknown = sorted(set(block) - {"base", *PROFILES})
     if unknown:
         raise ConfigError(f"{section}.{unknown[0]}: unknown key; allowed: base, {', '.join(PROFILES)}")
+    for key in ("base", profile):
+        if not isinstance(block.get(key) or {}, dict):
+            raise ConfigError(f"{section}.{key}: expected a mapping of settings, got {_describe(block[key])}")
     merged = deep_merge(block.get("base") or {}, block.get(profile) or {})
     return from_dict(cls, merged, where=f"{section}.{profile}")
 

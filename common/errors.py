@@ -40,7 +40,9 @@ class TrainingDiverged(UserError):
 # Outputs are written atomically (common/io.py), so such a failure leaves nothing half-written.
 _SPACE, _PERMISSIONS = "free some space, or write elsewhere", "check the path's permissions"
 USER_OS_ERRORS = {errno.ENOSPC: _SPACE, errno.EDQUOT: _SPACE, errno.EROFS: "write somewhere writable",
-                  errno.EACCES: _PERMISSIONS, errno.EPERM: _PERMISSIONS}
+                  errno.EACCES: _PERMISSIONS, errno.EPERM: _PERMISSIONS,
+                  errno.ENOTDIR: "a directory on the path is a file",
+                  errno.EEXIST: "it stands where the output needs a directory"}
 
 
 def exit_on_user_error(main: F) -> F:

@@ -1,4 +1,5 @@
-"""Atomic outputs: a stage either leaves a complete output or none at all."""
+"""Atomic outputs (a stage either leaves a complete output or none at all), and JSON inputs read
+with a one-line error when they are missing or damaged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from common.errors import DataError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -62,3 +66,15 @@ def write_json(path: str | Path, payload: object) -> None:
     with atomic_file(path) as handle:
         json.dump(payload, handle, indent=2, sort_keys=True)
         handle.write("\n")
+
+
+def load_json(path: str | Path, hint: str) -> Any:
+    """The JSON document at `path`; a missing, unreadable or malformed file is a `DataError` ending
+    in `hint` (what to run to make it)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: missing; {hint}")
+    try:
+        return json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: not valid JSON ({type(err).__name__}); {hint}") from None

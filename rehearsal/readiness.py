@@ -29,9 +29,10 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
+from common.errors import exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR
 from common.eval.report import replace_between_markers
-from common.io import atomic_file
+from common.io import atomic_file, load_json
 from rehearsal.paper_work import PIPELINES, ROOT, Work
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def load_records(paths: list[Path]) -> dict[str, dict]:
     records = {}
     for path in paths:
         if path.is_file():
-            for record in json.loads(path.read_text()):
+            for record in load_json(path, "pass record files `make rehearse` writes"):
                 if record.get("rc") == 0:
                     records[record["stage"]] = record
     return records
@@ -238,6 +239,7 @@ def render(pipeline: str, records: dict[str, dict], gpu_steps: dict[str, dict] |
             f"{table}\n\nTotal: about {_hours(total)} H100 hours at {UTILISATION:.0%}.{measured_text}{totals}\n")
 
 
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))

@@ -30,7 +30,11 @@ PIPELINES = ["dvc.yaml", "papers/blackmamba/dvc.yaml", "papers/manticore/dvc.yam
 def locked_outputs(checkout: Path, pipeline: str) -> set[str]:
     """The output paths that the pipeline's lock file lists."""
     lock = checkout / Path(pipeline).with_suffix(".lock")
-    stages = yaml.safe_load(lock.read_text())["stages"] if lock.is_file() else {}
+    try:
+        stages = yaml.safe_load(lock.read_text())["stages"] if lock.is_file() else {}
+    except (yaml.YAMLError, KeyError, TypeError):
+        print(f"error: {lock}: not a readable dvc.lock", file=sys.stderr)
+        raise SystemExit(2) from None
     return {out["path"] for stage in stages.values() for out in stage.get("outs", [])}
 
 
@@ -114,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--here", type=Path, default=Path.cwd(), help="this checkout (default: the working directory)")
     parser.add_argument("--pipelines", nargs="+", default=PIPELINES, choices=PIPELINES)
     args = parser.parse_args(argv)
+    for checkout in (args.here, args.other):
+        if not (checkout / "dvc.lock").is_file():
+            parser.error(f"{checkout}: not a checkout of this project (no dvc.lock)")
     disagreements = 0
     for pipeline in args.pipelines:
         outputs = sorted(locked_outputs(args.here, pipeline) | locked_outputs(args.other, pipeline))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,13 @@ BAD_PARAMS = {
     "bad_choice": ({"lm_baseline.optim.schedule": "step"},
                    "lm_baseline.smoke.optim.schedule: 'step' is not allowed; allowed: cosine, linear, constant"),
     "impossible_heads": ({"lm_baseline.model.n_heads": 3}, "lm_baseline.smoke.model.n_heads: must divide d_model=32"),
+    "profile_block_not_a_mapping": ("profile: smoke\nlm_baseline: {smoke: oops}\n",
+                                    "lm_baseline.smoke: expected a mapping of settings, got str 'oops'"),
+    "accelerator_typo": ({"lm_baseline.trainer.accelerator": "gpux"},
+                         "lm_baseline.smoke.trainer.accelerator: 'gpux' is not one of auto, gpu,"),
+    "precision_typo": ({"lm_baseline.trainer.precision": "fp17"},
+                       "lm_baseline.smoke.trainer.precision: 'fp17' is not one of"),
+    "no_devices": ({"lm_baseline.trainer.devices": 0}, "lm_baseline.smoke.trainer.devices: a count of at least 1"),
 }
 
 
@@ -241,3 +249,101 @@ def test_other_os_errors_stay_tracebacks(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", broken)
     with pytest.raises(OSError, match="Invalid argument"):
         generate_stories.main(["--params", str(params), "--out", str(tmp_path / "out" / "stories")])
+
+
+def test_a_params_file_that_is_not_text_is_one_line(smoke_data, tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_bytes(b"profile: smoke\n\xff\xfe\x00")
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, params, smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, "params.yaml: not UTF-8 text")
+    assert_nothing_written(tmp_path)
+
+
+def test_an_output_under_a_file_is_refused_before_any_work(smoke_data, tmp_path, capsys):
+    """The parent of an output is made only when the output is written, at the end of the work; a
+    file standing in its way is named first."""
+    (tmp_path / "out").write_text("a file, not a directory")
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, f"{tmp_path / 'out'} is a file, not a directory")
+    assert (tmp_path / "out").read_text() == "a file, not a directory"
+
+
+@pytest.mark.parametrize(("files", "expected"), [([], "the manifest lists no files"),
+                                                 ({}, "the manifest lists no files")])
+def test_a_manifest_without_files_is_one_line(files, expected, smoke_data, tmp_path, capsys):
+    data = tmp_path / "packed"
+    shutil.copytree(smoke_data["tokenized"] / "packed", data)
+    (data / "manifest.json").write_text(json.dumps({"stage": "tokenize", "files": files}))
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], data, smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, expected)
+    assert_nothing_written(tmp_path)
+
+
+def test_stories_that_are_tokenized_rows_are_one_line(smoke_data, tmp_path, capsys):
+    """Another stage's data, with a valid manifest of its own, where stories are wanted."""
+    from common.stages import train_tokenizer
+
+    with pytest.raises(SystemExit) as excinfo:
+        train_tokenizer.main(["--params", str(smoke_data["params"]), "--stories",
+                              str(smoke_data["tokenized"] / "packed"), "--out", str(tmp_path / "out" / "tok")])
+    assert_one_line_exit(capsys, excinfo, "train: no text column (have input_ids")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_file_that_is_json_but_no_tokenizer_is_one_line(smoke_data, tmp_path, capsys):
+    tokenizer = tmp_path / "tokenizer"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer.json").write_text("{}")
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], smoke_data["tokenized"] / "packed", tokenizer)
+    assert_one_line_exit(capsys, excinfo, "unreadable tokenizer")
+    assert_nothing_written(tmp_path)
+
+
+def test_a_report_checks_its_readme_before_writing(tmp_path, capsys):
+    """A README without the table blocks stops the report before the ledger and metrics are written."""
+    from papers.blackmamba import report
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# no tables here\n")
+    claims, metrics = tmp_path / "results" / "claims.json", tmp_path / "metrics.json"
+    with pytest.raises(SystemExit) as excinfo:
+        report.main(["--results", str(tmp_path / "results"), "--readme", str(readme), "--claims", str(claims),
+                     "--metrics", str(metrics)])
+    assert_one_line_exit(capsys, excinfo, "README: no <!-- table:")
+    assert not claims.exists() and not metrics.exists()
+
+
+def test_masked_mixer_weights_missing_or_foreign_are_one_line(tmp_path):
+    from torch import nn
+
+    from common.errors import DataError
+    from papers.masked_mixers.train import WEIGHTS, load_weights
+
+    with pytest.raises(DataError, match="no trained weights"):
+        load_weights(nn.Linear(2, 2), tmp_path)
+    (tmp_path / WEIGHTS).write_text("not a checkpoint")
+    with pytest.raises(DataError, match="not weights of this model"):
+        load_weights(nn.Linear(2, 2), tmp_path)
+
+
+def test_comparing_with_a_checkout_that_is_not_there_is_one_line(tmp_path, capsys):
+    from reruns import compare
+
+    with pytest.raises(SystemExit) as excinfo:
+        compare.main([str(tmp_path / "missing")])
+    assert excinfo.value.code == 2
+    assert "not a checkout of this project (no dvc.lock)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_benchmark_sizes_must_be_positive_whole_numbers(value):
+    import argparse
+
+    from benchmarks import positive_int
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        positive_int(value)

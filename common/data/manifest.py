@@ -64,8 +64,10 @@ def verify_manifest(directory: str | Path, *, hint: str) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text())
         files = manifest["files"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
         raise DataError(f"{path}: unreadable manifest; {hint}") from None
+    if not isinstance(files, dict) or not files:
+        raise DataError(f"{path}: the manifest lists no files; {hint}")
     for name, expected in files.items():
         target = directory / name
         if not target.is_file():
@@ -73,3 +75,25 @@ def verify_manifest(directory: str | Path, *, hint: str) -> dict[str, Any]:
         if file_sha256(target) != expected:
             raise DataError(f"{target}: corrupted (content hash differs from the manifest); {hint}")
     return manifest
+
+
+def load_dataset_dir(directory: str | Path, *, splits: tuple[str, ...], columns: tuple[str, ...], hint: str):
+    """The `datasets.DatasetDict` a data stage wrote to `directory`, verified against its manifest,
+    with each of `splits` holding each of `columns`: a directory of other data (a tokenizer, tokenized
+    rows where text is wanted) is a one-line error naming what is missing."""
+    import datasets
+
+    verify_manifest(directory, hint=hint)
+    try:
+        data = datasets.load_from_disk(str(directory))
+    except Exception as err:  # Arrow raises many types for damaged or foreign files; all mean the same here
+        raise DataError(f"{directory}: not a saved data set ({type(err).__name__}); {hint}") from None
+    if not isinstance(data, datasets.DatasetDict):
+        raise DataError(f"{directory}: expected splits {', '.join(splits)}, found one unsplit data set; {hint}")
+    for split in splits:
+        if split not in data:
+            raise DataError(f"{directory}: split {split!r} missing (have {', '.join(data)}); {hint}")
+        if missing := [c for c in columns if c not in data[split].column_names]:
+            raise DataError(f"{directory}/{split}: no {', '.join(missing)} column (have "
+                            f"{', '.join(data[split].column_names)}); {hint}")
+    return data

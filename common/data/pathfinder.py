@@ -209,8 +209,8 @@ def _grow_paths(rng, n_images, lengths, size, geo, max_turn, n_candidates=12, at
         for i in np.flatnonzero(active & (attempt >= attempts)):
             image_tries[i] += 1
             if image_tries[i] >= max_image_tries:
-                raise RuntimeError(f"could not place {len(lengths)} paths of lengths {lengths.tolist()} on a "
-                                   f"{size}x{size} canvas; lower path_length or n_distractors")
+                raise RuntimeError(f"could not place {len(lengths)} paths (lengths {lengths.min()}-{lengths.max()}) "
+                                   f"on a {size}x{size} canvas; lower path_length or n_distractors")
             forbidden.clear(i)
             paths[i], path_idx[i], attempt[i], n_points[i] = [], 0, 0, 0
         for i in np.flatnonzero(active & (n_points == lengths[np.minimum(path_idx, len(lengths) - 1)] + 1)):

@@ -53,8 +53,8 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
         verify_manifest(path, hint="rerun the stage that wrote it (`dvc repro train_tokenizer` for data/tokenizer)")
     try:
         return AutoTokenizer.from_pretrained(str(path))
-    except (ValueError, OSError) as err:  # a broken tokenizer.json or config: JSONDecodeError is a ValueError
-        raise DataError(f"{path}: unreadable tokenizer ({type(err).__name__}: {err})") from None
+    except Exception as err:  # the tokenizers library raises many types for a damaged or foreign file
+        raise DataError(f"{path}: unreadable tokenizer ({type(err).__name__}: {str(err)[:200]})") from None
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -11,9 +11,11 @@ ships: ours are known once `common.eval.lm_eval_adapter` is imported, which this
 from __future__ import annotations
 
 import common.eval.lm_eval_adapter  # noqa: F401  (registers hybrid-lm)
+from common.errors import exit_on_user_error
 from common.standins import harness_datasets
 
 
+@exit_on_user_error
 def main() -> None:
     from lm_eval.__main__ import cli_evaluate
 

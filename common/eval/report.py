@@ -8,7 +8,6 @@ computed by those functions from the numbers, never typed.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -16,23 +15,34 @@ from pathlib import Path
 
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.ledger import headline_metrics
-from common.io import atomic_file, write_json
+from common.io import atomic_file, load_json, write_json
 from common.stages import StageCLI
 
 # A table renderer, or (results file name, renderer) for a table read from another table's file.
 Table = Callable[[dict], str] | tuple[str, Callable[[dict], str]]
 
 
-def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> str:
-    for name, make in tables.items():
-        source, make = make if isinstance(make, tuple) else (name, make)
-        path = results_dir / f"{source}.json"
-        if not path.is_file():
-            raise DataError(f"{path}: missing; {rerun_hint}")
-        data = json.loads(path.read_text())
-        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:(?!<!-- /table -->).)*(<!-- /table -->)", re.S)
-        if not pattern.search(readme):
+def table_blocks(readme: str, tables: dict[str, Table]) -> dict[str, re.Pattern]:
+    """Each table's block in the README text; a missing block is a one-line error, raised before
+    anything is written."""
+    blocks = {}
+    for name in tables:
+        blocks[name] = re.compile(rf"(<!-- table:{name} -->\n)(?:(?!<!-- /table -->).)*(<!-- /table -->)", re.S)
+        if not blocks[name].search(readme):
             raise DataError(f"README: no <!-- table:{name} --> ... <!-- /table --> block")
+    return blocks
+
+
+def read_readme(readme: Path) -> str:
+    if not readme.is_file():
+        raise DataError(f"{readme}: no such README")
+    return readme.read_text()
+
+
+def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> str:
+    for name, pattern in table_blocks(readme, tables).items():
+        source, make = tables[name] if isinstance(tables[name], tuple) else (name, tables[name])
+        data = load_json(results_dir / f"{source}.json", rerun_hint)
         body = f"_Profile `{data['profile']}`; generated from `results/{source}.json`._\n\n{make(data)}\n"
         readme = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), readme)
     return readme
@@ -48,7 +58,7 @@ def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
 
 
 def update_readme(readme: Path, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> None:
-    text = render(readme.read_text(), results_dir, tables, rerun_hint)
+    text = render(read_readme(readme), results_dir, tables, rerun_hint)
     with atomic_file(readme, "w") as handle:
         handle.write(text)
 
@@ -72,10 +82,7 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
     profiles, is a one-line error."""
     loaded = {}
     for name in names:
-        path = results_dir / f"{name}.json"
-        if not path.is_file():
-            raise DataError(f"{path}: missing; run `dvc repro papers/{paper}/dvc.yaml` first")
-        loaded[name] = json.loads(path.read_text())
+        loaded[name] = load_json(results_dir / f"{name}.json", f"run `dvc repro papers/{paper}/dvc.yaml` first")
     # A stage rerun at another profile while the others were not (`dvc repro -s`) would put, say,
     # paper-scale MAD searches beside tiny-scale retrainings in one claim.
     by_profile: dict[str, list[str]] = {}
@@ -102,6 +109,7 @@ def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: 
         if args.claims.resolve() != (args.results / "claims.json").resolve():
             raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
                               f"reads it; got {args.claims}")
+        table_blocks(read_readme(args.readme), tables)  # before anything is written
         results = load_results(args.results, result_names, paper)
         ledger = build_ledger(results)
         write_json(args.claims, {"profile": results[result_names[0]]["profile"], "paper": paper, "claims": ledger})

@@ -48,7 +48,15 @@ class StageCLI:
         return parser
 
     def parse(self, argv: list[str] | None) -> argparse.Namespace:
-        return self.parser().parse_args(argv)
+        """The parsed arguments; a path with a file among its parents can be neither read nor written,
+        so it is refused here, before any work (an output's parent is otherwise made only at the end)."""
+        args = self.parser().parse_args(argv)
+        for name in self.paths:
+            path = getattr(args, name.replace("-", "_"))
+            blocker = next((p for p in path.absolute().parents if p.exists()), None)
+            if blocker is not None and not blocker.is_dir():
+                raise ConfigError(f"--{name} {path}: {blocker} is a file, not a directory")
+        return args
 
 
 def stage_cli(module: str, doc: str | None, *paths: str, params: bool = True,

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import datasets
 
 from common.config import bounded
-from common.data.manifest import verify_manifest, write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_packed, tokenize_padded
 from common.data.tokenizer import load_tokenizer
 from common.errors import exit_on_user_error
@@ -33,9 +33,9 @@ class TokenizeConfig:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "tokenize", TokenizeConfig)
-    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
+    stories = load_dataset_dir(args.stories, splits=("train", "validation"), columns=("text",),
+                               hint="run `dvc repro generate_stories` first")
     tokenizer = load_tokenizer(args.tokenizer)
-    stories = datasets.load_from_disk(str(args.stories))
     layouts = {
         "padded": (cfg.padded_n_ctx, lambda ds: tokenize_padded(ds, tokenizer, cfg.padded_n_ctx)),
         "packed": (cfg.packed_n_ctx, lambda ds: tokenize_packed(ds, tokenizer, cfg.packed_n_ctx)),

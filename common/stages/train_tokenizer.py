@@ -11,10 +11,8 @@ CLI = stage_cli(__name__, __doc__, "stories", "out")
 import logging
 from dataclasses import asdict, dataclass
 
-import datasets
-
 from common.config import bounded
-from common.data.manifest import verify_manifest, write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenizer import train_tokenizer
 from common.errors import exit_on_user_error
 from common.io import atomic_dir
@@ -32,8 +30,8 @@ class TokenizerConfig:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "tokenizer", TokenizerConfig)
-    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
-    train = datasets.load_from_disk(str(args.stories))["train"]
+    train = load_dataset_dir(args.stories, splits=("train",), columns=("text",),
+                             hint="run `dvc repro generate_stories` first")["train"]
     if cfg.max_texts is not None:
         train = train.select(range(min(cfg.max_texts, len(train))))
     tokenizer = train_tokenizer((row["text"] for row in train), vocab_size=cfg.vocab_size)

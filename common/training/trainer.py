@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import time
+import typing
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
 from common.config import bounded
+from common.errors import ConfigError
 from common.io import write_json
 from common.parallel import progress_queue
 from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
@@ -59,6 +61,22 @@ class TrainerConfig:
     # At most this many torch intra-op threads; None keeps torch's choice. A ceiling, never raised,
     # so a run inside a one-thread worker (`common.parallel`) stays at one thread.
     threads: int | None = bounded(None, ge=1)
+
+    def check(self) -> None:
+        """Lightning's own names for the free-form settings, so that a typo stops the stage before any
+        work rather than inside `L.Trainer`."""
+        from lightning.fabric.connector import _PRECISION_INPUT_STR
+        from lightning.pytorch.accelerators import AcceleratorRegistry
+        from lightning.pytorch.strategies import StrategyRegistry
+
+        allowed = {"accelerator": ["auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())],
+                   "precision": list(typing.get_args(_PRECISION_INPUT_STR)),
+                   "strategy": ["auto", *StrategyRegistry.available_strategies()]}
+        for key, names in allowed.items():
+            if getattr(self, key) not in names:
+                raise ConfigError(f"{key}: {getattr(self, key)!r} is not one of {', '.join(names)}")
+        if not (self.devices == "auto" or (isinstance(self.devices, int) and self.devices >= 1)):
+            raise ConfigError(f"devices: a count of at least 1 or 'auto', got {self.devices!r}")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -272,7 +290,11 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     that finishes removes its checkpoints.
     """
     state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
-    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    try:
+        state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        log.warning("%s is unreadable: this run starts afresh", state_path)
+        state = {}
     resumable = state.get("key") == run_key and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
     if resumable and (problem := unreadable_checkpoint(ckpt_dir / "last.ckpt")):
         log.warning("%s is unreadable (%s): this run starts afresh", ckpt_dir / "last.ckpt", problem)

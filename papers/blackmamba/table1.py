@@ -22,6 +22,7 @@ CLI = stage_cli(__name__, __doc__, "out")
 import logging
 from dataclasses import dataclass
 
+from common.config import bounded
 from common.errors import exit_on_user_error
 from common.eval.counting import count_lm, training_flops
 from common.io import write_json
@@ -83,7 +84,7 @@ ROWS = [
 
 @dataclass
 class Table1Config:
-    n_ctx: int = N_CTX  # the context the attention FLOPs are counted at
+    n_ctx: int = bounded(N_CTX, ge=1)  # the context the attention FLOPs are counted at
 
 
 def table1(n_ctx: int = N_CTX) -> list[dict]:

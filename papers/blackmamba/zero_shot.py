@@ -25,12 +25,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import datasets
-
 from common.config import bounded
+from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
-from common.eval.lm_eval_adapter import LanguageModelEval, evaluate
+from common.eval.lm_eval_adapter import LanguageModelEval, evaluate, task_manager
 from common.eval.story_tasks import write_story_tasks
 from common.io import atomic_dir, write_json
 from common.models.lm import load_language_model
@@ -79,7 +78,8 @@ def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path) -> tuple[
         with atomic_dir(tasks_dir) as tmp:
             write_json(tmp / "tasks.json", {"tasks": tasks, "source": "lm-eval's built-in task files"})
         return tasks, None
-    validation = datasets.load_from_disk(str(stories))["validation"]
+    validation = load_dataset_dir(stories, splits=("validation",), columns=("text",),
+                                  hint="run `dvc repro generate_stories` first")["validation"]
     rows = [validation[i] for i in range(min(len(validation), 8 * cfg.items_per_task))]
     tasks.remove(STORY_TASKS)
     return tasks + write_story_tasks(rows, tasks_dir, cfg.items_per_task, cfg.seed), tasks_dir
@@ -95,6 +95,12 @@ def main(argv: list[str] | None = None) -> None:
     if not model_dirs:
         raise DataError(f"{args.models}: no trained models; run the train_compare stage first")
 
+    if harness := [t for t in cfg.tasks if t != STORY_TASKS]:
+        # Checked before anything is written; indexing the harness's tasks takes about 40 s, and a
+        # misspelt name would otherwise fail inside every worker.
+        if unknown := sorted(set(harness) - set(task_manager(None).all_tasks)):
+            raise ConfigError(f"zero_shot.tasks: {', '.join(unknown)}: not lm-eval tasks; name tasks `lm-eval ls "
+                              f"tasks` lists, or {STORY_TASKS!r} for the generated story tasks")
     tasks, include_path = prepare_tasks(cfg, args.stories, args.tasks_dir)
     jobs = [{"model_dir": d, "tokenizer": args.tokenizer, "tasks": tasks, "include_path": include_path,
              "limit": cfg.limit, "seed": cfg.seed} for d in model_dirs]

@@ -35,7 +35,7 @@ import torch
 
 from common.config import bounded
 from common.data.hub import load_hub_text
-from common.data.manifest import write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, exit_on_user_error
@@ -69,7 +69,9 @@ def prompts(cfg: CompletionsConfig, stories: Path) -> list[str]:
     if cfg.source == "ptb":
         texts = load_hub_text("ptb", "validation")["text"]
     else:
-        texts = datasets.load_from_disk(str(stories))["validation"]["text"]
+        corpus = load_dataset_dir(stories, splits=("validation",), columns=("text",),
+                                  hint="run `dvc repro generate_stories` first")
+        texts = corpus["validation"]["text"]
     out = [" ".join(t.split()[:cfg.prompt_words]) for t in texts if len(t.split()) >= cfg.prompt_words]
     return out[:cfg.n_prompts]
 

@@ -57,6 +57,11 @@ class SweepConfig(FineTuneConfig):
     """Fine-tuning on the completions plus the grid of fixed alphas swept there."""
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
 
+    def check(self) -> None:
+        super().check()
+        if not self.sweep_points or any(not 0 <= p <= 1 for p in self.sweep_points):
+            raise ConfigError(f"sweep_points: weights of the second component, each in [0, 1], got {self.sweep_points}")
+
 
 class Runner:
     """Trains one network per experiment, each from the same starting weights."""

@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 
 from common.config import bounded
 from common.data.hub import HUB_SOURCES, load_hub_text
-from common.data.manifest import write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -133,7 +133,8 @@ def task_texts(task: TaskSpec, cfg: FineTuneTasksConfig, stories: Path) -> list[
     elif task.source == "instructions":
         texts = generate_instructions(n, cfg.seed)["text"]
     else:
-        story_pool = datasets.load_from_disk(str(stories))["validation"]["text"]
+        story_pool = load_dataset_dir(stories, splits=("validation",), columns=("text",),
+                                      hint="run `dvc repro generate_stories` first")["validation"]["text"]
         texts = story_pool if task.source == "stories" else mix_genres(
             story_pool, generate_instructions(n, cfg.seed)["text"], task.fraction_mixed, n, cfg.seed)
     if len(texts) < n:

@@ -29,7 +29,7 @@ import datasets
 
 from common.config import bounded
 from common.data.hub import load_hub_text
-from common.data.manifest import write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -57,7 +57,9 @@ class GeneralTextConfig:
 def documents(cfg: GeneralTextConfig, split: str, stories: Path) -> Iterable[str]:
     if cfg.source == "fineweb":
         return (row["text"] for row in load_hub_text("fineweb", split, streaming=True))
-    return datasets.load_from_disk(str(stories))[split]["text"]
+    corpus = load_dataset_dir(stories, splits=(split,), columns=("text",),
+                              hint="run `dvc repro generate_stories` first")
+    return corpus[split]["text"]
 
 
 @exit_on_user_error

@@ -56,7 +56,7 @@ from typing import Literal
 import datasets
 
 from common.config import bounded
-from common.data.manifest import write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import load_tokenized, tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -175,7 +175,8 @@ def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
     """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre;
     with `single_genre`, also `n_train` documents of each genre alone (`train_<genre>`)."""
     n_instr = round(cfg.n_train * cfg.fraction_instructions)
-    story_split = datasets.load_from_disk(str(stories))
+    story_split = load_dataset_dir(stories, splits=("train", "validation"), columns=("text",),
+                                   hint="run `dvc repro generate_stories` first")
     held_out = list(dict.fromkeys(story_split["validation"]["text"]))
     need = cfg.n_validation + (cfg.n_train if single_genre else cfg.n_train - n_instr)
     if len(held_out) < need:
@@ -329,6 +330,12 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "specialists", SpecialistsConfig)
+    # Every pair's components before any pair trains: a worker would find a missing one only when
+    # its pair's turn comes.
+    if missing := sorted({c for pair in cfg.pairs.values() for c in pair.components
+                          if not (args.components / c / "config.json").is_file()}):
+        raise DataError(f"{args.components}: no component {', '.join(missing)}; name components the components "
+                        "stage writes (its `models`) and run it first")
     jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
              "run_root": args.run_dir} for name in cfg.pairs for seed in cfg.seeds]
     runs = run_jobs(run_pair, jobs, cfg.workers)

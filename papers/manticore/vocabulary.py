@@ -49,7 +49,11 @@ def load_component_tokenizers(directory: Path, names: list[str]) -> list:
         path = directory / name / TOKENIZER_DIR
         if not (path / "tokenizer_config.json").is_file():
             raise DataError(f"{path}: no tokenizer saved with component {name!r}; rerun the components stage")
-        tokenizers.append(AutoTokenizer.from_pretrained(str(path)))
+        try:
+            tokenizers.append(AutoTokenizer.from_pretrained(str(path)))
+        except Exception as err:  # the tokenizers library raises many types for a damaged file
+            raise DataError(f"{path}: unreadable tokenizer of component {name!r} ({type(err).__name__}); "
+                            "rerun the components stage") from None
     return tokenizers
 
 

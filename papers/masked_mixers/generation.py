@@ -22,7 +22,6 @@ from common.stages import stage_cli
 # ruff: noqa: E402
 CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "clm-dir", "clm-results", "run-dir", "out")
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass, replace
@@ -36,7 +35,7 @@ from common.config import bounded
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
-from common.io import write_json
+from common.io import load_json, write_json
 from papers.masked_mixers.models import build_model, generate_fixed_window
 from papers.masked_mixers.shared import load_paper_stage
 from papers.masked_mixers.train import CompareConfig, load_weights, run_dir_of, train_network
@@ -69,9 +68,10 @@ class StopAtLoss(L.Callback):
 
 def clm_run(results: Path, name: str, seed: int) -> dict:
     """The `clm` stage's record of `name` at `seed`."""
-    if not results.is_file():
-        raise DataError(f"{results}: missing; run `dvc repro papers/masked_mixers/dvc.yaml:clm` first")
-    models = json.loads(results.read_text())["models"]
+    data = load_json(results, "run `dvc repro papers/masked_mixers/dvc.yaml:clm` first")
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict) or not models:
+        raise DataError(f"{results}: no models; run `dvc repro papers/masked_mixers/dvc.yaml:clm` first")
     if name not in models or str(seed) not in models[name]["seeds"]:
         seeds = next(iter(models.values()))["seeds"]
         raise ConfigError(f"generation: the clm stage did not train {name} with seed {seed}; "

@@ -38,7 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.n_tokens > sizes.n_ctx:
         raise ConfigError(f"representation.n_tokens: {cfg.n_tokens} exceeds the models' window n_ctx={sizes.n_ctx}")
     # The first validation stories, cut to n_tokens: padding positions do not count.
-    rows = load_tokenized(args.data)["validation"].select(range(cfg.n_inputs))
+    validation = load_tokenized(args.data)["validation"]
+    if cfg.n_inputs > len(validation):
+        raise ConfigError(f"representation.n_inputs: {cfg.n_inputs} exceeds the {len(validation)} validation stories "
+                          f"of {args.data}")
+    rows = validation.select(range(cfg.n_inputs))
     tokens = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : cfg.n_tokens]
     mask = torch.tensor(rows["attention_mask"], dtype=torch.bool)[:, : cfg.n_tokens]
 

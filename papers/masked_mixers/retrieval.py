@@ -56,7 +56,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from common.config import bounded
-from common.data.manifest import verify_manifest
+from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
@@ -333,10 +333,9 @@ def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> 
 
 def load_pairs(path: Path, cfg: RetrievalConfig) -> datasets.DatasetDict:
     """The summaries stage's (story, summary) pairs, with at least n_train and n_test per split."""
-    pairs = datasets.load_from_disk(str(path))
+    pairs = load_dataset_dir(path, splits=("train", "validation"), columns=("text", "summary"),
+                             hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
     for split, key, needed in (("train", "n_train", cfg.pairs_needed()), ("validation", "n_test", cfg.n_test)):
-        if split not in pairs or not {"text", "summary"} <= set(pairs[split].column_names):
-            raise DataError(f"{path}: expected a {split} split with text and summary columns")
         if len(pairs[split]) < needed:
             raise DataError(f"{path}: {split} has {len(pairs[split])} summaries, fewer than the {needed} retrieval "
                             f"reads (n_train, sizing.n_train, n_test); raise summaries.{key} to at least that")
@@ -421,11 +420,10 @@ def size_source(name: str, spec: SourceSpec, cfg: RetrievalConfig, sizes, vocab:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, sizes, profile = load_paper_stage(args.params, "retrieval", RetrievalConfig)
-    verify_manifest(args.summaries, hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
+    pairs = load_pairs(args.summaries, cfg)
     tokenizer = load_tokenizer(args.tokenizer)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    pairs = load_pairs(args.summaries, cfg)
     ids = dict(zip(("train_q", "train_t"), tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)))
     ids.update(zip(("test_q", "test_t"), tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)))
     if cfg.sizing is not None:

@@ -31,7 +31,7 @@ from typing import Literal
 import datasets
 
 from common.config import bounded
-from common.data.manifest import verify_manifest, write_manifest
+from common.data.manifest import load_dataset_dir, write_manifest
 from common.errors import ConfigError, DataError, HubUnavailable, exit_on_user_error
 from common.io import atomic_dir, write_json
 from common.standins import model_source
@@ -142,8 +142,9 @@ def first_stories(corpus: datasets.DatasetDict, path: Path, cfg: SummariesConfig
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "summaries", SummariesConfig)
-    verify_manifest(args.stories, hint="run `dvc repro generate_stories` first")
-    splits = first_stories(datasets.load_from_disk(str(args.stories)), args.stories, cfg)
+    corpus = load_dataset_dir(args.stories, splits=tuple(SPLITS), columns=("text",),
+                              hint="run `dvc repro generate_stories` first")
+    splits = first_stories(corpus, args.stories, cfg)
     device = None
     start = time.perf_counter()
     if cfg.source == "corpus":

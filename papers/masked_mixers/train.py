@@ -20,7 +20,7 @@ from torch import nn
 
 from common.config import bounded
 from common.data.datamodule import TextDataModule
-from common.errors import ConfigError
+from common.errors import ConfigError, DataError
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, run_training
@@ -87,5 +87,14 @@ def run_dir_of(root: Path, model: str, seed: int) -> Path:
 
 
 def load_weights(net: nn.Module, run_dir: Path) -> nn.Module:
-    net.load_state_dict(torch.load(run_dir / WEIGHTS, weights_only=True))
+    """The weights a comparison stage saved in `run_dir`; missing or foreign ones are a one-line error."""
+    path = run_dir / WEIGHTS
+    if not path.is_file():
+        raise DataError(f"{path}: no trained weights; run the stage that trains this model first")
+    try:
+        state = torch.load(path, weights_only=True)
+        net.load_state_dict(state)
+    except Exception as err:  # unpickling and shape errors come in many types; all mean the same here
+        raise DataError(f"{path}: not weights of this model ({type(err).__name__}); rerun the stage that "
+                        "trained it") from None
     return net.eval()
