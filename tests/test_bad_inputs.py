@@ -347,3 +347,25 @@ def test_benchmark_sizes_must_be_positive_whole_numbers(value):
 
     with pytest.raises(argparse.ArgumentTypeError):
         positive_int(value)
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
+    """Data that fails inside `fit` (the data module reads it there) leaves no run state, logs or
+    empty run directory: nothing a rerun could mistake for a run to resume."""
+    from common.data.datamodule import TextDataModule
+    from common.errors import DataError
+    from common.models.lm import LanguageModel, LMConfig
+    from common.training.modules import CausalLMModule
+    from common.training.optim import OptimConfig
+    from common.training.trainer import TrainerConfig, run_training
+
+    data = tmp_path / "data"  # a manifest naming a file that is not there: found only when fit reads it
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"stage": "tokenize", "files": {"train/data.arrow": "0" * 64}}))
+    run_dir = tmp_path / "runs" / "model" / "seed0"
+    cfg = TrainerConfig(max_steps=2, val_every_n_steps=1, limit_val_batches=1, progress_bar=False, threads=1)
+    with pytest.raises(DataError, match="file listed in the manifest is missing"):
+        run_training(lambda: CausalLMModule(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu",
+                                                                   n_ctx=4)), 8, OptimConfig()),
+                     TextDataModule(data, batch_size=2), cfg, run_dir, seed=0, run_config={})
+    assert not run_dir.exists()

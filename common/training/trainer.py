@@ -12,6 +12,7 @@ or FSDP: only those five values change.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -310,7 +311,19 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
         if trainer.logger is not None:
             shutil.rmtree(trainer.logger.log_dir, ignore_errors=True)
     trainer.strategy.barrier()
-    trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
+    except BaseException:
+        # A run that stopped before its first checkpoint (bad data, for one) has nothing to resume
+        # from: it leaves no state, logs or empty directory behind.
+        if trainer.is_global_zero and not (ckpt_dir / "last.ckpt").is_file():
+            state_path.unlink(missing_ok=True)
+            if trainer.logger is not None:
+                shutil.rmtree(trainer.logger.log_dir, ignore_errors=True)
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
+        raise
     if trainer.is_global_zero:
         write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step})
         # Checkpoints exist to resume a cut run, and a complete one never resumes (a rerun trains
