@@ -369,3 +369,14 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
                                                                    n_ctx=4)), 8, OptimConfig()),
                      TextDataModule(data, batch_size=2), cfg, run_dir, seed=0, run_config={})
     assert not run_dir.exists()
+
+
+def test_representation_names_missing_clm_weights_before_any_job(smoke_data, tmp_path, capsys):
+    from papers.masked_mixers import representation
+
+    with pytest.raises(SystemExit) as excinfo:
+        representation.main(["--params", str(ROOT / "papers/masked_mixers/params.yaml"), "--data",
+                             str(smoke_data["tokenized"] / "padded"), "--tokenizer", str(smoke_data["tokenizer"]),
+                             "--clm-dir", str(tmp_path / "no_clm"), "--out", str(tmp_path / "out" / "rep.json")])
+    assert_one_line_exit(capsys, excinfo, "no_clm: no trained weights for mixer_flat seed 0")
+    assert not (tmp_path / "out").exists()

@@ -20,12 +20,12 @@ from dataclasses import replace
 import torch
 
 from common.data.tokenized import load_tokenized
-from common.errors import ConfigError, exit_on_user_error
+from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
 from papers.masked_mixers.input_representation import RepresentationConfig, measure
 from papers.masked_mixers.shared import load_paper_stage, vocab_size
-from papers.masked_mixers.train import run_dir_of
+from papers.masked_mixers.train import WEIGHTS, run_dir_of
 
 log = logging.getLogger("mm_representation")
 
@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> None:
     tokens = torch.tensor(rows["input_ids"], dtype=torch.long)[:, : cfg.n_tokens]
     mask = torch.tensor(rows["attention_mask"], dtype=torch.bool)[:, : cfg.n_tokens]
 
+    # The clm stage's weights before any job runs: the untrained jobs come first and take minutes.
+    if missing := [f"{name} seed {seed}" for name in cfg.models for seed in cfg.seeds
+                   if not (run_dir_of(args.clm_dir, name, seed) / WEIGHTS).is_file()]:
+        raise DataError(f"{args.clm_dir}: no trained weights for {', '.join(missing)}; run "
+                        "`dvc repro papers/masked_mixers/dvc.yaml:clm` first")
     # Untrained at every size (the last the paper's), trained at the clm stage's; the last token
     # alone (Figure 3b) at the paper's size and for the trained models.
     jobs, keys = [], []
