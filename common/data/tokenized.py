@@ -18,8 +18,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from common.data.manifest import verify_manifest
-from common.errors import DataError
+from common.data.manifest import load_dataset_dir
 
 
 def tokenize_padded(texts: datasets.Dataset, tokenizer, n_ctx: int, num_proc: int | None = None) -> datasets.Dataset:
@@ -79,17 +78,4 @@ def _features() -> datasets.Features:
 
 def load_tokenized(path: str | Path, splits: tuple[str, ...] = ("train", "validation")) -> datasets.DatasetDict:
     """Load a tokenized `DatasetDict`, verifying it against its manifest first."""
-    hint = "rebuild it with `dvc repro tokenize`"
-    verify_manifest(path, hint=hint)
-    try:
-        data = datasets.load_from_disk(str(path))
-    except Exception as err:  # Arrow raises many types for damaged files; all mean the same here
-        raise DataError(f"{path}: unreadable Arrow data ({type(err).__name__}); {hint}") from None
-    if not isinstance(data, datasets.DatasetDict):
-        raise DataError(f"{path}: expected a DatasetDict with splits {', '.join(splits)}; {hint}")
-    for split in splits:
-        if split not in data:
-            raise DataError(f"{path}: split {split!r} missing (have {', '.join(data)}); {hint}")
-        if "input_ids" not in data[split].column_names:
-            raise DataError(f"{path}/{split}: no input_ids column; {hint}")
-    return data
+    return load_dataset_dir(path, splits=splits, columns=("input_ids",), hint="rebuild it with `dvc repro tokenize`")
