@@ -24,6 +24,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from benchmarks import positive_int
+from common.errors import exit_on_user_error
 from common.eval.counting import count_lm  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
@@ -41,6 +42,7 @@ def configs(d_model: int, layers: int, d_ff: int, vocab: int, n_ctx: int) -> dic
     }
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=positive_int, default=9)
@@ -52,6 +54,8 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=positive_int, default=256)
     parser.add_argument("--out", type=Path, default=OUT, help="where the results go (a check run: elsewhere)")
     args = parser.parse_args()
+    if args.layers % 2:
+        parser.error(f"argument --layers: {args.layers} is odd; the models alternate a Mamba and an MLP block")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     vocab = 4096

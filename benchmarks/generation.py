@@ -18,6 +18,7 @@ import torch
 import transformers
 
 from benchmarks import positive_int
+from common.errors import exit_on_user_error
 from common.eval.generation import generation_profile
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
@@ -25,6 +26,7 @@ from common.models.lm import LanguageModel, LMConfig
 OUT = Path(__file__).resolve().parent / "results" / "generation.json"
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lengths", type=positive_int, nargs="+", default=[256, 1024, 4096])

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import positive_int  # noqa: E402
+from common.errors import exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.mamba import mamba_language_model  # noqa: E402
 
@@ -139,6 +140,7 @@ def bench_training(reps: int, hf_reps: int) -> dict:
     }
 
 
+@exit_on_user_error
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=positive_int, default=7)

@@ -22,6 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.
 import torch  # noqa: E402
 
 from benchmarks import positive_int
+from common.errors import exit_on_user_error
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
@@ -29,6 +30,7 @@ from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
 OUT = Path(__file__).resolve().parent / "results" / "manticore_overhead.json"
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=positive_int, default=9)

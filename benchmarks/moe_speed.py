@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import positive_int, positive_ints  # noqa: E402
 from common.blocks.moe import MoE, default_d_ff, load_balance_stats  # noqa: E402
+from common.errors import exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "moe_speed.json"
@@ -147,6 +148,7 @@ def bench_config(n_tokens: int, d_model: int, n_experts: int, d_ff: int, reps: i
     return result
 
 
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=positive_ints, default="2,1",

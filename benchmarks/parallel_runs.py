@@ -35,6 +35,7 @@ import torch  # noqa: E402
 
 from benchmarks import positive_int
 from common.data.mad import MADTaskConfig  # noqa: E402
+from common.errors import exit_on_user_error
 from common.io import write_json  # noqa: E402
 from common.models.lm import LMConfig  # noqa: E402
 from common.parallel import run_jobs  # noqa: E402
@@ -93,6 +94,7 @@ def where_time_goes(wall: float, serial: list[dict], parallel: list[dict]) -> di
             "speedup_without_start_up_and_idle": sum(alone) / busiest}
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=positive_int, default=600)

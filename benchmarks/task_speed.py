@@ -40,6 +40,7 @@ from benchmarks import positive_int  # noqa: E402
 from common.config import load_yaml, stage_config  # noqa: E402
 from common.data import mad, pathfinder  # noqa: E402
 from common.data.lra import lra_splits  # noqa: E402
+from common.errors import exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.stages.lra_generate import LRAGenerateConfig  # noqa: E402
 from common.stages.mad_suite import MADSuiteConfig  # noqa: E402
@@ -106,6 +107,7 @@ def tiny_suite(scale: float) -> dict:
             "load_before": before, "load_after": load()}
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=positive_int, default=3)
