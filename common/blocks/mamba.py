@@ -259,8 +259,10 @@ class Mamba(Block):
         self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
 
     def init_weights(self, std: float) -> None:
-        """Keep Mamba's own initialisation (mamba-ssm leaves the projections at PyTorch's default
-        and sets A, D and the dt bias as in `reset_mamba_parameters`)."""
+        """Keep the block's construction-time initialisation: PyTorch's default for the projections,
+        and A, D and the dt bias from `reset_mamba_parameters`. mamba-ssm's language model re-draws
+        `out_proj` at init (kaiming-uniform divided by sqrt(number of layers)); ours does not, a
+        difference the BlackMamba README lists."""
 
     # -- generation protocol -------------------------------------------------------------------
 
