@@ -39,7 +39,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import positive_int  # noqa: E402
+from benchmarks import nonnegative_int, positive_int  # noqa: E402
 from benchmarks.mixer_memory import D_MODEL, N_LAYERS, VOCAB, build_llama, build_mixer  # noqa: E402
 from benchmarks.moe_speed import DenseSwiGLU, LoopSwitchMLP  # noqa: E402
 from common.blocks.mamba import _mamba_ssm_ops  # noqa: E402
@@ -188,12 +188,13 @@ def bench_moe(warmup: int, reps: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=nonnegative_int, default=3)
     parser.add_argument("--reps", type=positive_int, default=10)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("benchmarks.cuda_kernels: no CUDA device; this benchmark runs on a GPU machine only", file=sys.stderr)
+        print("error: benchmarks.cuda_kernels: no CUDA device; this benchmark runs on a GPU machine only",
+              file=sys.stderr)
         raise SystemExit(2)
     benches = {"mamba": bench_mamba, "attention": bench_attention, "moe": bench_moe}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),

@@ -40,7 +40,7 @@ from torch import nn  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import positive_int, positive_ints  # noqa: E402
+from benchmarks import nonnegative_int, positive_int, positive_ints  # noqa: E402
 from common.blocks.moe import MoE, default_d_ff, load_balance_stats  # noqa: E402
 from common.errors import exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="comma-separated thread counts; 2 is the reference, 1 a control that is "
                              "insensitive to other processes stealing a core")
     parser.add_argument("--reps", type=positive_int, default=7)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--warmup", type=nonnegative_int, default=2)
     parser.add_argument("--quick", action="store_true", help="only the main 256-wide, 8-expert size")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)

@@ -42,7 +42,8 @@ _SPACE, _PERMISSIONS = "free some space, or write elsewhere", "check the path's 
 USER_OS_ERRORS = {errno.ENOSPC: _SPACE, errno.EDQUOT: _SPACE, errno.EROFS: "write somewhere writable",
                   errno.EACCES: _PERMISSIONS, errno.EPERM: _PERMISSIONS,
                   errno.ENOTDIR: "a directory on the path is a file",
-                  errno.EEXIST: "it stands where the output needs a directory"}
+                  errno.EEXIST: "it stands where the output needs a directory",
+                  errno.EISDIR: "a directory stands where the output file goes; remove it or write elsewhere"}
 
 
 def exit_on_user_error(main: F) -> F:

@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", nargs="+", type=Path, default=[RECORDS],
                         help="rehearsal record files, later ones winning")
     args = parser.parse_args(argv)
+    if missing := [str(p) for p in args.records if not p.is_file()]:
+        parser.error(f"--records: no such file {', '.join(missing)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(os.cpu_count() or 1)  # it runs alone, after the rehearsal's stages
     records, gpu_steps = load_records(args.records), load_gpu_steps()

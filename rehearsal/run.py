@@ -49,6 +49,9 @@ import psutil
 import torch
 import yaml
 
+from common.errors import exit_on_user_error
+from common.io import load_json
+from common.stages import file_in_the_way
 from rehearsal import readiness, standins
 from rehearsal.profile import rehearsal_params
 
@@ -175,6 +178,7 @@ def run_stage(work: Path, target: str, env: dict[str, str], logs: Path, without_
     return record
 
 
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
@@ -212,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
                     stage_command(ROOT, stage if pipeline == "root" else f"{PIPELINES[pipeline]}:{stage}")
                 except ValueError as err:
                     parser.error(f"--without-dvc: {err}")
+    for flag, path in (("--work", args.work), ("--standins", args.standins), ("--out", args.out)):
+        if (blocker := file_in_the_way(path)) is not None:
+            parser.error(f"{flag} {path}: {blocker} is a file, not a directory")
+    # The records this run keeps, read before minutes of stand-ins are written.
+    kept = load_json(args.out, "give a records file `make rehearse` wrote") if args.out.is_file() else []
+    if not isinstance(kept, list):
+        parser.error(f"--out {args.out}: not a records file (a JSON list)")
 
     # Rewritten whenever the code that writes them changed; the marker is written last.
     marker, version = args.standins / "written_by", hashlib.sha256(Path(standins.__file__).read_bytes()).hexdigest()
@@ -231,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # The stages pick CUDA whenever it is there (`accelerator: auto`): a record says which it was.
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    kept = json.loads(args.out.read_text()) if args.out.is_file() else []
     records = []
 
     def save() -> None:

@@ -25,8 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.config import load_yaml, stage_config
+from common.errors import exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
+from common.stages import file_in_the_way
 from common.training.modules import CausalLMModule
 from papers.manticore.alphas import sweep_grid
 from papers.manticore.finetune import Runner
@@ -86,6 +88,7 @@ def same_text_job(index: int, variant: str, run_root: Path, design: dict, seed: 
             "loss": genre_losses(second.module.net, data["finetune"], cfg)}
 
 
+@exit_on_user_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("which", choices=("budgets", "same-text"))
@@ -98,6 +101,9 @@ def main() -> None:
                         help="fine-tune from the embeddings projector pretraining trained (default: the stage's "
                              "carry_embeddings)")
     args = parser.parse_args()
+    for flag, path in (("--out", args.out), ("--run-dir", args.run_dir)):
+        if (blocker := file_in_the_way(path)) is not None:
+            parser.error(f"{flag} {path}: {blocker} is a file, not a directory")
     design = {"projector_text": args.projector_text, "carry_embeddings": args.carry_embeddings}
     if args.which == "budgets":
         jobs = [{"budget": b, "run_root": args.run_dir / "budgets", "design": design, "seed": args.seed}

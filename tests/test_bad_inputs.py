@@ -380,3 +380,52 @@ def test_representation_names_missing_clm_weights_before_any_job(smoke_data, tmp
                              "--clm-dir", str(tmp_path / "no_clm"), "--out", str(tmp_path / "out" / "rep.json")])
     assert_one_line_exit(capsys, excinfo, "no_clm: no trained weights for mixer_flat seed 0")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("cls", "data", "expected"), [
+    ("papers.masked_mixers.input_representation:RepresentationConfig", {"untrained_sizes": [[16]]},
+     "x.untrained_sizes[0]: expected 2 items, got 1"),
+    ("papers.masked_mixers.input_representation:RepresentationConfig", {"models": []},
+     "models and seeds: list at least one of each"),
+    ("papers.manticore.landscape:LandscapeConfig", {"methods": []},
+     "methods and updates: name at least one of each"),
+])
+def test_config_shapes_are_checked(cls, data, expected):
+    import importlib
+
+    from common.config import from_dict
+    from common.errors import ConfigError
+
+    module, name = cls.split(":")
+    with pytest.raises(ConfigError) as excinfo:
+        from_dict(getattr(importlib.import_module(module), name), data, where="x")
+    assert expected in str(excinfo.value)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_an_accelerator_this_machine_lacks_is_one_line(smoke_data, tmp_path, capsys):
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{"lm_baseline.trainer.accelerator": "cuda"}))
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, params, smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, "error: trainer: ")
+    assert_nothing_written(tmp_path)
+
+
+def test_the_blackmamba_step_benchmark_writes_where_it_is_told(tmp_path, monkeypatch):
+    from benchmarks import blackmamba_step
+
+    out = tmp_path / "step.json"
+    monkeypatch.setattr("sys.argv", ["blackmamba_step", "--reps", "1", "--threads", "1", "--d-model", "16",
+                                     "--layers", "2", "--d-ff", "16", "--batch", "2", "--n-ctx", "8",
+                                     "--out", str(out)])
+    blackmamba_step.main()
+    assert json.loads(out.read_text())["config"]["layers"] == 2
+
+
+def test_readiness_refuses_a_records_file_that_is_not_there(tmp_path, capsys):
+    from rehearsal import readiness
+
+    with pytest.raises(SystemExit) as excinfo:
+        readiness.main(["--records", str(tmp_path / "none.json")])
+    assert excinfo.value.code == 2
+    assert "--records: no such file" in capsys.readouterr().err

@@ -132,7 +132,9 @@ def test_the_harness_finds_the_registered_model(model, tokenizer, tmp_path, smok
 def test_model_args_name_what_is_wrong(smoke_data):
     from lm_eval.api.registry import get_model
 
-    with pytest.raises(ValueError, match=r"^hybrid-lm model_args: unknown pretrained; missing model; allowed: "):
+    from common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^hybrid-lm model_args: unknown pretrained; missing model; allowed: "):
         get_model("hybrid-lm").create_from_arg_obj({"pretrained": "x", "tokenizer": str(smoke_data["tokenizer"])})
 
 

@@ -116,8 +116,8 @@ class MADTaskConfig:
             raise ValueError(f"unknown MAD task {self.task!r}; expected one of {TASKS}")
         if self.seq_len < 2 or self.vocab_size < 2:
             raise ValueError("seq_len and vocab_size must be at least 2")
-        if self.num_train_examples < 0 or self.num_test_examples < 0:
-            raise ValueError("example counts must be non-negative")
+        if self.num_train_examples < 1 or self.num_test_examples < 0:
+            raise ValueError("num_train_examples must be at least 1 and num_test_examples at least 0")
         if not 0.0 <= self.frac_noise < 1.0:
             raise ValueError("frac_noise must be in [0, 1)")
         if self.frac_noise > 0 and self.noise_vocab_size < 1 and self.task in _RECALL:

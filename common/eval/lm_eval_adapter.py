@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from common.errors import ConfigError
 from common.models.lm import LanguageModel
 from common.standins import harness_datasets
 
@@ -73,7 +74,7 @@ class LanguageModelEval(_HarnessLM):
         unknown, missing = sorted(set(arg_dict) - allowed), sorted({"model", "tokenizer"} - set(arg_dict))
         problems = [f"{what} {', '.join(keys)}" for what, keys in (("unknown", unknown), ("missing", missing)) if keys]
         if problems:
-            raise ValueError(f"hybrid-lm model_args: {'; '.join(problems)}; "
+            raise ConfigError(f"hybrid-lm model_args: {'; '.join(problems)}; "
                              "allowed: model=<dir>, tokenizer=<dir>, max_gen_toks=<int>")
         model = load_language_model(arg_dict["model"])
         device = (additional_config or {}).get("device")

@@ -83,6 +83,9 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
     loaded = {}
     for name in names:
         loaded[name] = load_json(results_dir / f"{name}.json", f"run `dvc repro papers/{paper}/dvc.yaml` first")
+        if not isinstance(loaded[name], dict):
+            raise DataError(f"{results_dir / f'{name}.json'}: not a stage's results (a JSON object); run "
+                            f"`dvc repro papers/{paper}/dvc.yaml` first")
     # A stage rerun at another profile while the others were not (`dvc repro -s`) would put, say,
     # paper-scale MAD searches beside tiny-scale retrainings in one claim.
     by_profile: dict[str, list[str]] = {}

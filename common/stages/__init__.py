@@ -53,10 +53,15 @@ class StageCLI:
         args = self.parser().parse_args(argv)
         for name in self.paths:
             path = getattr(args, name.replace("-", "_"))
-            blocker = next((p for p in path.absolute().parents if p.exists()), None)
-            if blocker is not None and not blocker.is_dir():
+            if (blocker := file_in_the_way(path)) is not None:
                 raise ConfigError(f"--{name} {path}: {blocker} is a file, not a directory")
         return args
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The file among `path`'s parents, if one is there: nothing can be read or written below it."""
+    nearest = next((p for p in path.absolute().parents if p.exists()), None)
+    return nearest if nearest is not None and not nearest.is_dir() else None
 
 
 def stage_cli(module: str, doc: str | None, *paths: str, params: bool = True,

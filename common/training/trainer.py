@@ -32,6 +32,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from common.config import bounded
 from common.errors import ConfigError
@@ -190,6 +191,13 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     if (queue := progress_queue()) is not None:
         guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
     bar = cfg.progress_bar and queue is None
+    try:
+        return _trainer(cfg, run_dir, guards, callbacks, bar)
+    except MisconfigurationException as err:  # a valid name this machine cannot run: `cuda` with no GPU
+        raise ConfigError(f"trainer: {err}") from None
+
+
+def _trainer(cfg: TrainerConfig, run_dir: Path, guards: list[L.Callback], callbacks, bar: bool) -> L.Trainer:
     return L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
         precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
@@ -294,6 +302,8 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     try:
         state = json.loads(state_path.read_text()) if state_path.is_file() else {}
     except (UnicodeDecodeError, json.JSONDecodeError):
+        state = None
+    if not isinstance(state, dict):
         log.warning("%s is unreadable: this run starts afresh", state_path)
         state = {}
     resumable = state.get("key") == run_key and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()

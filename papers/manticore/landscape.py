@@ -38,6 +38,9 @@ class LandscapeConfig(SweepConfig):
 
     def check(self) -> None:
         super().check()
+        if not self.methods or not self.updates:
+            raise ConfigError(f"methods and updates: name at least one of each (methods: {', '.join(METHODS)}; "
+                              "updates: alternating, simultaneous)")
         for m in self.methods:
             if m not in METHODS:
                 raise ConfigError(f"methods: {m!r} unknown; allowed: {', '.join(METHODS)}")

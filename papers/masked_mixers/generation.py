@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     early = min(runs, key=lambda role: runs[role]["val_loss"])  # the one to stop at the other's final loss
     late = "transformer" if early == "mixer" else "mixer"
     target = runs[late]["val_loss"]
+    # The clm weights the samples come from, before the early model is retrained.
+    late_model = load_weights(build_model(sizes.spec(names[late]), sizes, vocab),
+                              run_dir_of(args.clm_dir, names[late], cfg.seed))
     spec = sizes.spec(names[early])
     stopped = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
                             n_ctx=sizes.n_ctx, run_dir=run_dir_of(args.run_dir, names[early], cfg.seed),
@@ -118,8 +121,7 @@ def main(argv: list[str] | None = None) -> None:
              names[early], stopped["steps"], stopped["val_loss"], names[late], target, shared, max_diff)
 
     models = {early: load_weights(build_model(spec, sizes, vocab), run_dir_of(args.run_dir, names[early], cfg.seed)),
-              late: load_weights(build_model(sizes.spec(names[late]), sizes, vocab),
-                                 run_dir_of(args.clm_dir, names[late], cfg.seed))}
+              late: late_model}
     start = time.perf_counter()
     mixer_ids = generate_fixed_window(models["mixer"], prompts, cfg.new_tokens)
     mixer_s = time.perf_counter() - start

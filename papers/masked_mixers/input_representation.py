@@ -102,6 +102,8 @@ class RepresentationConfig:
     lr_end: float = bounded(0.002, gt=0)
 
     def check(self) -> None:
+        if not self.models or not self.seeds:
+            raise ConfigError("models and seeds: list at least one of each")
         if not self.untrained_sizes or any(d < 2 or n < 1 for d, n in self.untrained_sizes):
             raise ConfigError("untrained_sizes: list [d_model, n_layers] pairs, d_model >= 2 and n_layers >= 1")
 
