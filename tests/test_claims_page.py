@@ -45,3 +45,15 @@ def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):
     assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in (tmp_path / "README.md").read_text()
     (tmp_path / "README.md").write_text("no markers\n")
     assert main([]) == 2
+
+
+def test_a_damaged_ledger_is_one_line_naming_its_file(tmp_path, monkeypatch, capsys):
+    ledger = tmp_path / "papers/blackmamba/results/claims.json"
+    ledger.parent.mkdir(parents=True)
+    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    monkeypatch.chdir(tmp_path)
+    for text in ("junk{", "[]", json.dumps({"claims": 5}), json.dumps({"claims": [{"id": "a"}]})):
+        ledger.write_text(text)
+        assert main(["--check"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {ledger}"), err

@@ -13,14 +13,13 @@ that depends on the three ledgers would make `dvc repro` of the root pipeline ru
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from common.errors import UserError
+from common.errors import DataError, UserError
 from common.eval.ledger import VERDICTS, check_ledger, format_ours, seed_count
 from common.eval.report import replace_between_markers
-from common.io import atomic_file
+from common.io import atomic_file, load_json
 
 PAPERS = {"manticore": "Manticore", "blackmamba": "BlackMamba", "masked_mixers": "Masked Mixers"}
 BEGIN, END = "<!-- claims-page:begin -->", "<!-- claims-page:end -->"
@@ -31,9 +30,18 @@ def load_ledgers(root: Path) -> dict[str, list[dict] | None]:
     ledgers = {}
     for paper in PAPERS:
         path = root / "papers" / paper / "results" / "claims.json"
-        ledgers[paper] = json.loads(path.read_text())["claims"] if path.is_file() else None
-        if ledgers[paper] is not None:
+        if not path.is_file():
+            ledgers[paper] = None
+            continue
+        ledger = load_json(path, f"rerun `dvc repro papers/{paper}/dvc.yaml:report`")
+        if not isinstance(ledger, dict) or not isinstance(ledger.get("claims"), list):
+            raise DataError(f"{path}: not a claims ledger (an object with a list of claims); rerun "
+                            f"`dvc repro papers/{paper}/dvc.yaml:report`")
+        ledgers[paper] = ledger["claims"]
+        try:
             check_ledger(ledgers[paper])
+        except (ValueError, KeyError, TypeError) as err:
+            raise DataError(f"{path}: {err}") from None
     return ledgers
 
 
