@@ -192,24 +192,20 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
         guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
     bar = cfg.progress_bar and queue is None
     try:
-        return _trainer(cfg, run_dir, guards, callbacks, bar)
+        return L.Trainer(
+            accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+            precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
+            val_check_interval=cfg.val_every_n_steps, check_val_every_n_epoch=None,
+            limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
+            gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
+            log_every_n_steps=cfg.log_every_n_steps, deterministic=cfg.deterministic,
+            enable_progress_bar=bar, enable_model_summary=False,
+            logger=CSVLogger(run_dir, name="logs", version=""), default_root_dir=run_dir,
+            callbacks=[*guards, *([StepProgressBar()] if bar else []), *callbacks],
+            plugins=[AtomicCheckpointIO()],
+        )
     except MisconfigurationException as err:  # a valid name this machine cannot run: `cuda` with no GPU
         raise ConfigError(f"trainer: {err}") from None
-
-
-def _trainer(cfg: TrainerConfig, run_dir: Path, guards: list[L.Callback], callbacks, bar: bool) -> L.Trainer:
-    return L.Trainer(
-        accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
-        precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
-        val_check_interval=cfg.val_every_n_steps, check_val_every_n_epoch=None,
-        limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
-        gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
-        log_every_n_steps=cfg.log_every_n_steps, deterministic=cfg.deterministic,
-        enable_progress_bar=bar, enable_model_summary=False,
-        logger=CSVLogger(run_dir, name="logs", version=""), default_root_dir=run_dir,
-        callbacks=[*guards, *([StepProgressBar()] if bar else []), *callbacks],
-        plugins=[AtomicCheckpointIO()],
-    )
 
 
 RUN_STATE = "run_state.json"

@@ -30,7 +30,7 @@ import torch
 from common.config import bounded
 from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
-from common.eval.chance import unigram_loss
+from common.eval.chance import scored_unigram_loss
 from common.io import load_json, write_json
 from papers.manticore.alphas import average
 from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape
@@ -75,9 +75,7 @@ def completions_chance(data: Path, vocab_size: int) -> float:
     """The completions' unigram loss: the training tokens' frequencies, scored on the labels the models
     are scored on (every non-padding validation token but a row's first)."""
     rows = load_tokenized(data, splits=("train", "validation"))
-    train, val = ([r["input_ids"][first:sum(r["attention_mask"])] for r in rows[split]]
-                  for split, first in (("train", 0), ("validation", 1)))
-    return unigram_loss(train, val, vocab_size)
+    return scored_unigram_loss(rows["train"], rows["validation"], vocab_size)
 
 
 @exit_on_user_error

@@ -60,7 +60,7 @@ from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import load_tokenized, tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
 from common.errors import ConfigError, DataError, exit_on_user_error
-from common.eval.chance import unigram_loss
+from common.eval.chance import scored_unigram_loss
 from common.eval.heldout import heldout_loss
 from common.io import atomic_dir, write_json
 from common.parallel import run_jobs
@@ -244,11 +244,7 @@ def genre_chance(data: Path, vocab_size: int) -> dict[str, float]:
     """Each genre's unigram loss (the fine-tuning mix's token frequencies, scored on the labels the
     models are scored on: every non-padding token but a row's first), and their mean."""
     rows = load_tokenized(data, splits=("train", *(f"validation_{g}" for g in GENRES)))
-
-    def tokens(split: str, first: int) -> list[list[int]]:
-        return [r["input_ids"][first:sum(r["attention_mask"])] for r in rows[split]]
-
-    chance = {g: unigram_loss(tokens("train", 0), tokens(f"validation_{g}", 1), vocab_size) for g in GENRES}
+    chance = {g: scored_unigram_loss(rows["train"], rows[f"validation_{g}"], vocab_size) for g in GENRES}
     return {**chance, "mix": sum(chance.values()) / len(chance)}
 
 
