@@ -107,7 +107,7 @@ def from_dict(cls: type[T], data: Any, where: str) -> T:
                 raise ConfigError(f"{key}: required key missing")
             continue
         value = _convert(hints[name], data[name], key)
-        _check_bounds(value, f.metadata, key)
+        check_bounds(value, f.metadata, key)
         values[name] = value
     obj = cls(**values)
     check = getattr(obj, "check", None)
@@ -184,7 +184,8 @@ def check_value(tp: Any, value: Any, key: str) -> Any:
     return _convert(tp, value, key)
 
 
-def _check_bounds(value: Any, meta: Any, key: str) -> None:
+def check_bounds(value: Any, meta: Any, key: str) -> None:
+    """A number outside `meta`'s bounds (`ge`, `gt`, `le`) is a `ConfigError` naming `key`; other values pass."""
     if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return
     if "ge" in meta and value < meta["ge"]:

@@ -351,7 +351,8 @@ def test_benchmark_sizes_must_be_positive_whole_numbers(value):
 
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
     """Data that fails inside `fit` (the data module reads it there) leaves no run state, logs or
-    empty run directory: nothing a rerun could mistake for a run to resume."""
+    empty run directory (nor the empty parents it made): nothing a rerun could mistake for a run to
+    resume. A directory that was there before stays."""
     from common.data.datamodule import TextDataModule
     from common.errors import DataError
     from common.models.lm import LanguageModel, LMConfig
@@ -368,7 +369,7 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
         run_training(lambda: CausalLMModule(LanguageModel(LMConfig(vocab_size=8, d_model=8, pattern="swiglu",
                                                                    n_ctx=4)), 8, OptimConfig()),
                      TextDataModule(data, batch_size=2), cfg, run_dir, seed=0, run_config={})
-    assert not run_dir.exists()
+    assert not run_dir.exists() and not (tmp_path / "runs").exists() and data.is_dir()
 
 
 def test_representation_names_missing_clm_weights_before_any_job(smoke_data, tmp_path, capsys):

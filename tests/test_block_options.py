@@ -5,6 +5,8 @@ registry, as mad-lab's tests loop over layers)."""
 from __future__ import annotations
 
 import inspect
+import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,30 @@ def test_wrong_types_and_choices_are_one_line():
     with pytest.raises(ConfigError,
                        match=r"^x\.blocks\.mixer\.softmax: 'weight' is not allowed; allowed: none, weights, outputs$"):
         from_dict(LMConfig, {"pattern": "mixer", "blocks": {"mixer": {"softmax": "weight"}}}, where="x")
+
+
+def numeric(hint) -> bool:
+    """Whether an option's type admits a number (int, float, or a union holding one; not a tuple of them)."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return any(a in (int, float) for a in args)
+
+
+NUMERIC = [(name, option) for name, option in OPTIONS
+           if numeric(typing.get_type_hints(BLOCKS[name].__init__).get(option))]
+
+
+@pytest.mark.parametrize(("name", "option"), NUMERIC, ids=[f"{n}.{o}" for n, o in NUMERIC])
+def test_every_numeric_option_has_a_range_and_a_value_outside_it_is_one_line(name, option):
+    bounds = BLOCKS[name].option_bounds.get(option)
+    assert bounds, f"{name}.{option}: declare its range in {BLOCKS[name].__qualname__}.option_bounds"
+    default = block_options(BLOCKS[name])[option].default
+    for kind, edge in bounds.items():
+        if default is not None and not isinstance(default, str):  # the default itself is in range
+            assert {"ge": default >= edge, "gt": default > edge, "le": default <= edge}[kind], (kind, edge, default)
+        outside = {"ge": edge - 1, "gt": edge, "le": edge + 1}[kind]
+        raw = {"pattern": name, "blocks": {name: {option: outside}}, **PATTERN_EXTRAS.get(name, {})}
+        with pytest.raises(ConfigError, match=rf"^x\.blocks\.{name}\.{option}: must be "):
+            from_dict(LMConfig, raw, where="x")
 
 
 def test_a_misspelt_hugging_face_config_field_is_one_line():

@@ -138,6 +138,37 @@ def test_model_args_name_what_is_wrong(smoke_data):
         get_model("hybrid-lm").create_from_arg_obj({"pretrained": "x", "tokenizer": str(smoke_data["tokenizer"])})
 
 
+@pytest.mark.parametrize("raised, expected", [
+    ("Tasks not found: piqa_typo, arc", "--tasks: piqa_typo, arc: not lm-eval tasks; list them with "),
+    ("some other harness error", None)])
+def test_the_cli_names_misspelt_tasks_in_one_line(raised, expected, monkeypatch, capsys):
+    """The harness's own error for unknown task names is the user's input; any other error is not."""
+    import lm_eval.__main__
+
+    from common.eval import lm_eval_cli
+
+    def harness():
+        raise ValueError(raised)
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", harness)
+    if expected is None:
+        with pytest.raises(ValueError, match=raised):
+            lm_eval_cli.main()
+        return
+    with pytest.raises(SystemExit) as stop:
+        lm_eval_cli.main()
+    assert stop.value.code == 2 and capsys.readouterr().err.strip().endswith(
+        expected + "`python -m common.eval.lm_eval_cli ls tasks`")
+
+
+@pytest.mark.slow
+def test_the_harness_cli_refuses_a_misspelt_task_in_one_line(tmp_path):
+    cli = subprocess.run([sys.executable, "-m", "common.eval.lm_eval_cli", "run", "--model", "hybrid-lm",
+                          "--model_args", "model=x,tokenizer=y", "--tasks", "piqa_typo"],
+                         capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 2 and "--tasks: piqa_typo: not lm-eval tasks" in cli.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.slow
 def test_the_harness_cli_scores_local_tasks_as_the_python_api_does(model, tokenizer, smoke_data, tmp_path):
     """`python -m common.eval.lm_eval_cli run --model hybrid-lm ...` as the README writes it, against

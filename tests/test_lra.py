@@ -95,6 +95,24 @@ def test_cifar_from_local_files(tmp_path):
     assert splits["train"]["label"].tolist() == [4, 2] and splits["validation"]["label"].tolist() == [4]
 
 
+def test_local_files_are_checked_with_the_settings_before_any_task_is_made(tmp_path):
+    present = tmp_path / "train.parquet"
+    present.write_bytes(b"")
+    tasks = {"listops": {"task": "listops"},
+             "imdb": {"task": "imdb", "data_files": {"train": str(present), "test": str(tmp_path / "test.parquet")}}}
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'test.parquet'}: local data file for imdb not found$"):
+        from_dict(LRAGenerateConfig, {"tasks": tasks}, where="lra_generate")
+    tasks["imdb"]["data_files"] = {"train": str(present)}
+    with pytest.raises(DataError, match="^imdb: data_files has no 'test' entry"):
+        from_dict(LRAGenerateConfig, {"tasks": tasks}, where="lra_generate")
+    tasks["imdb"]["data_files"] = {"train": str(tmp_path / "train.txt"), "test": str(present)}
+    (tmp_path / "train.txt").write_text("")
+    with pytest.raises(DataError, match="train.txt: unsupported file type for imdb"):
+        from_dict(LRAGenerateConfig, {"tasks": tasks}, where="lra_generate")
+    with pytest.raises(ConfigError, match=r"data_files: listops is generated, not read; data_files is for imdb"):
+        from_dict(LRATaskConfig, {"task": "listops", "data_files": {"train": str(present)}}, where="lra")
+
+
 def test_bad_lra_settings_are_config_errors():
     with pytest.raises(ConfigError, match="min_len"):
         from_dict(LRATaskConfig, {"task": "listops", "min_len": 50, "max_len": 10}, where="lra")

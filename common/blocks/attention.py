@@ -97,6 +97,8 @@ class _CausalAttention(Block):
 class Attention(_CausalAttention):
     """Llama-style attention: rotary positions, no biases, softmax scaled by 1/sqrt(head_dim)."""
 
+    option_bounds = {"n_heads": {"ge": 1}, "rope_theta": {"gt": 0}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_heads: int = 4, rope_theta: float = 10000.0,
                  bias: bool = False):
         super().__init__(d_model, n_heads, bias=bias, out_bias=bias)
@@ -114,6 +116,8 @@ class NeoAttention(_CausalAttention):
     `window` applies on layers where `layer_idx % local_every == local_offset`; GPT-Neo alternates
     global and local (window 256) layers, i.e. `local_every=2, local_offset=1`.
     """
+
+    option_bounds = {"n_heads": {"ge": 1}, "window": {"ge": 1}, "local_every": {"ge": 1}, "local_offset": {"ge": 0}}
 
     def __init__(self, d_model: int, layer_idx: int = 0, n_heads: int = 4, window: int | None = None,
                  local_every: int = 2, local_offset: int = 1, scaled: bool = False):

@@ -127,6 +127,9 @@ class Hyena(Block):
 
     supports_step = False
 
+    option_bounds = {"order": {"ge": 2}, "n_heads": {"ge": 1}, "filter_dim": {"ge": 1}, "short_kernel": {"ge": 1},
+                     "filter_emb_dim": {"ge": 3}, "filter_sin_freq": {"gt": 0}, "fft_threshold": {"ge": 0}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 2048, order: int = 2, n_heads: int = 1,
                  filter_dim: int = 64, short_kernel: int = 3, filter_emb_dim: int = 5,
                  filter_decay: tuple[float, float] = (0.3, 1.5), filter_sin_freq: float = 1.0,

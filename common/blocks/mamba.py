@@ -223,6 +223,9 @@ class Mamba(Block):
     # A class attribute, not a mark on the tensors: copy.deepcopy drops attributes set on a Parameter.
     no_weight_decay = ("A_log", "D")
 
+    option_bounds = {"d_state": {"ge": 1}, "d_conv": {"ge": 1}, "expand": {"ge": 1}, "dt_rank": {"ge": 1},
+                     "dt_min": {"gt": 0}, "dt_max": {"gt": 0}, "dt_init_floor": {"gt": 0}, "chunk_size": {"ge": 1}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, d_state: int = 16, d_conv: int = 4, expand: int = 2,
                  dt_rank: int | Literal["auto"] = "auto", conv_bias: bool = True, bias: bool = False,
                  dt_min: float = 0.001, dt_max: float = 0.1, dt_init_floor: float = 1e-4,

@@ -206,6 +206,8 @@ class MaskedMixer(Block):
     supports_step = False
     position_weights = True
 
+    option_bounds = {"kernel_size": {"ge": 1}, "expansion": {"gt": 0}, "n_heads": {"ge": 1}, "parallel": {"ge": 1}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
                  expansion: float = 1, n_heads: int = 1, bias: bool = True, expanded: bool | None = None,
                  softmax: Literal["none", "weights", "outputs"] = "none", parallel: int = 1):
@@ -301,6 +303,8 @@ class BidirectionalMaskedMixer(Block):
     supports_step = False
     position_weights = True
 
+    option_bounds = {"kernel_size": {"ge": 1}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, kernel_size: int = 1,
                  bias: bool = True):
         super().__init__()
@@ -326,6 +330,8 @@ class TwoStreamMLP(Block):
     `DoubleMixerBlock` shares its feed-forward; `shared=False` gives each stream its own. Either
     way no feature of one stream reaches the other. `d_ff` is per stream (default 4 D').
     """
+
+    option_bounds = {"d_ff": {"ge": 1}}
 
     def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, shared: bool = True,
                  bias: bool = True):

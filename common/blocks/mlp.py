@@ -13,6 +13,8 @@ class MLP(Block):
     """Linear, GELU, Linear, with biases (GPT-2, GPT-Neo and the masked mixer's feed-forward).
     The hidden width is `d_ff`, or `expansion` x d_model when `d_ff` is not given."""
 
+    option_bounds = {"d_ff": {"ge": 1}, "expansion": {"ge": 1}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None, bias: bool = True,
                  expansion: int = 4):
         super().__init__()
@@ -27,6 +29,8 @@ class MLP(Block):
 @register("swiglu")
 class SwiGLU(Block):
     """SiLU-gated MLP without biases, named as in Llama (`gate_proj`, `up_proj`, `down_proj`)."""
+
+    option_bounds = {"d_ff": {"ge": 1}}
 
     def __init__(self, d_model: int, layer_idx: int = 0, d_ff: int | None = None):
         super().__init__()

@@ -264,6 +264,10 @@ class _ContiguousGrad(torch.autograd.Function):
 
 @register("moe")
 class MoE(Block):
+    option_bounds = {"n_experts": {"ge": 1}, "d_ff": {"ge": 1}, "top_k": {"ge": 1}, "sinkhorn_temperature": {"gt": 0},
+                     "sinkhorn_tol": {"gt": 0}, "sinkhorn_max_iter": {"ge": 1}, "sinkhorn_eps": {"gt": 0},
+                     "aux_loss_coef": {"ge": 0}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_experts: int = 8, d_ff: int | None = None,
                  top_k: int = 1, router: Router = "sinkhorn", activation: Literal["silu", "gelu"] = "silu",
                  sinkhorn_init: SinkhornInit = "blackmamba", sinkhorn_temperature: float = 0.5,

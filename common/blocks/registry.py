@@ -32,6 +32,10 @@ decoder layers); the model then calls them on the residual stream as `x = block(
 `n_ctx x n_ctx` convolution): training on rows shorter than `n_ctx` leaves the later positions'
 weights untrained, so the training module refuses such rows.
 
+`option_bounds` gives each numeric option its range (`{"n_heads": {"ge": 1}}`, as `common.config`'s
+`bounded`), checked with the types, so a zero or negative size is one line rather than a
+division by zero or a silently clamped width.
+
 `causal = False` marks blocks that see the future (bidirectional mixers); the registry-wide
 causality test skips them and checks that they are marked honestly.
 """
@@ -46,7 +50,7 @@ from typing import Any, ClassVar, get_type_hints
 import torch
 from torch import nn
 
-from common.config import check_value
+from common.config import check_bounds, check_value
 from common.errors import ConfigError
 
 BLOCKS: dict[str, type[Block]] = {}
@@ -73,6 +77,7 @@ class Block(nn.Module):
     supports_step: ClassVar[bool] = True
     wraps_residual: ClassVar[bool] = False
     position_weights: ClassVar[bool] = False
+    option_bounds: ClassVar[dict[str, dict[str, float]]] = {}
 
     def allocate_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> Any:
         return None
@@ -141,7 +146,8 @@ def block_options(cls: type[Block]) -> dict[str, inspect.Parameter]:
 
 def check_block_options(name: str, options: dict[str, Any], where: str) -> dict[str, Any]:
     """Validate `options` for block `name` against its constructor: unknown names, missing required
-    options and wrong types are a `ConfigError` naming `where.<option>` and the allowed options.
+    options, wrong types and numbers outside `option_bounds` are a `ConfigError` naming
+    `where.<option>` and the allowed options.
     Returns the options converted to the declared types (a YAML list to a tuple, an int to a float)."""
     cls = block_class(name)
     declared = block_options(cls)
@@ -154,6 +160,7 @@ def check_block_options(name: str, options: dict[str, Any], where: str) -> dict[
         if key not in declared:
             raise ConfigError(f"{where}.{key}: unknown option; allowed: {allowed}")
         checked[key] = check_value(hints.get(key, Any), value, f"{where}.{key}")
+        check_bounds(checked[key], cls.option_bounds.get(key, {}), f"{where}.{key}")
     for key, param in declared.items():
         if param.default is inspect.Parameter.empty and key not in options and key not in SHARED:
             raise ConfigError(f"{where}.{key}: required option missing")

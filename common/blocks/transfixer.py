@@ -32,6 +32,8 @@ class Transfixer(Block):
     supports_step = False
     position_weights = True
 
+    option_bounds = {"n_heads": {"ge": 1}}
+
     def __init__(self, d_model: int, layer_idx: int = 0, n_ctx: int = 512, n_heads: int = 4,
                  placement: Literal["series", "before", "parallel"] = "series"):
         super().__init__()

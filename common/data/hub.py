@@ -370,8 +370,10 @@ _BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "
 _COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 
-def _load_local(source: HubSource | HubClassificationSource, split: str, data_files, *, streaming: bool,
-                cache_dir: str | None):
+def local_files(source: HubSource | HubClassificationSource, split: str, data_files) -> tuple[list[str], str]:
+    """The file patterns `data_files` gives for `split` and the `datasets` builder that reads them,
+    each pattern checked to match a file of a supported type: a `DataError` naming it otherwise.
+    Stages call it while checking their settings, before any slow work."""
     files = data_files if isinstance(data_files, dict) else {split: data_files}
     if split not in files:
         raise DataError(f"{source.name}: data_files has no {split!r} entry; it has: {', '.join(map(str, files))}")
@@ -382,7 +384,12 @@ def _load_local(source: HubSource | HubClassificationSource, split: str, data_fi
         found = glob.glob(pattern) if any(c in pattern for c in "*?[") else os.path.exists(pattern)
         if not found:
             raise DataError(f"{pattern}: local data file for {source.name} not found")
-    builder = _builder_for(source, patterns)
+    return patterns, _builder_for(source, patterns)
+
+
+def _load_local(source: HubSource | HubClassificationSource, split: str, data_files, *, streaming: bool,
+                cache_dir: str | None):
+    patterns, builder = local_files(source, split, data_files)
     try:
         return datasets.load_dataset(builder, data_files={split: patterns[0] if len(patterns) == 1 else patterns},
                                      split=split, streaming=streaming, cache_dir=cache_dir)

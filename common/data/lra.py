@@ -31,7 +31,7 @@ import numpy as np
 
 from common.config import bounded
 from common.data import listops, pathfinder
-from common.data.hub import HUB_CLASSIFICATION_SOURCES, load_hub_classification
+from common.data.hub import HUB_CLASSIFICATION_SOURCES, load_hub_classification, local_files
 from common.data.manifest import verify_manifest, write_manifest
 from common.errors import ConfigError, DataError
 from common.io import atomic_dir
@@ -63,6 +63,12 @@ class LRATaskConfig:
             raise ConfigError(f"min_len: {self.min_len} is above max_len {self.max_len}")
         if self.task == "pathfinder" and self.size not in pathfinder.SIZES:
             raise ConfigError(f"size: {self.size} is not allowed; allowed: {', '.join(map(str, pathfinder.SIZES))}")
+        if self.data_files is not None:  # checked here, before any other task of the stage is generated
+            if self.task not in HUB_CLASSIFICATION_SOURCES:
+                raise ConfigError(f"data_files: {self.task} is generated, not read; data_files is for "
+                                  f"{', '.join(HUB_CLASSIFICATION_SOURCES)}")
+            for split in ("train", "test"):
+                local_files(HUB_CLASSIFICATION_SOURCES[self.task], split, self.data_files)
 
 
 def vocab_size(cfg: LRATaskConfig) -> int:

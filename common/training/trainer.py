@@ -12,7 +12,6 @@ or FSDP: only those five values change.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import json
@@ -245,6 +244,7 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
        module stays.
     """
     run_dir = Path(run_dir)
+    made = top_missing_directory(run_dir)
     # A finished run's trainer and module refer to each other, so only the cycle collector frees
     # them, and it runs on object counts, not bytes: without this, a stage that trains runs in turn
     # holds several runs' weights at once (paper-shape nl_experiments was killed at 24 GB).
@@ -260,7 +260,7 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     key = {"config": run_config, "trainer": trainer_key, "seed": seed, "data": datamodule.fingerprint()}
     # As it will read back from run_state.json (tuples become lists), or it would never match.
     key = json.loads(json.dumps(key, default=str))
-    _fit(trainer, module, datamodule, run_dir, key)
+    _fit(trainer, module, datamodule, run_dir, key, made)
     _release_training_state(trainer, module)
     return TrainingRun(module, trainer, metrics)
 
@@ -285,14 +285,22 @@ def unreadable_checkpoint(path: Path) -> str | None:
     return f"{damaged} fails its CRC check" if damaged else None
 
 
+def top_missing_directory(path: Path) -> Path | None:
+    """The outermost of `path` and its parents that does not exist yet, or None if `path` exists."""
+    top = None
+    while not path.exists():
+        top, path = path, path.parent
+    return top
+
+
 def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule,
-         run_dir: Path, run_key: dict) -> None:
+         run_dir: Path, run_key: dict, made: Path | None) -> None:
     """`trainer.fit`, resuming from `run_dir/checkpoints/last.ckpt` when that run was cut short.
 
     A run resumes only if it never finished and was started with exactly the same `run_key`;
     otherwise its old checkpoints are removed and training starts afresh. That makes a killed
     `dvc repro` pick up where it stopped, without ever resuming into a changed experiment. A run
-    that finishes removes its checkpoints.
+    that finishes removes its checkpoints. `made`: the outermost directory this run created.
     """
     state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
     try:
@@ -321,14 +329,19 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
         trainer.fit(module, datamodule=datamodule, ckpt_path="last" if resumable else None)
     except BaseException:
         # A run that stopped before its first checkpoint (bad data, for one) has nothing to resume
-        # from: it leaves no state, logs or empty directory behind.
+        # from: it leaves no state, logs or empty directory behind, up to the directories it made.
         if trainer.is_global_zero and not (ckpt_dir / "last.ckpt").is_file():
             state_path.unlink(missing_ok=True)
             if trainer.logger is not None:
                 shutil.rmtree(trainer.logger.log_dir, ignore_errors=True)
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                run_dir.rmdir()
+            for directory in [run_dir, *run_dir.parents]:
+                try:
+                    directory.rmdir()
+                except OSError:  # not empty: another run's, or the caller's
+                    break
+                if directory == made or made is None:
+                    break
         raise
     if trainer.is_global_zero:
         write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step})
