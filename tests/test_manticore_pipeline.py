@@ -50,6 +50,11 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         assert 0 < row["chance"] < 1 and all(len(n["runs"]) == 2 for n in row["networks"].values())
     programmed = json.loads((repo / RESULTS / "programmed.json").read_text())
     assert len(programmed["sweep"]) == 9, "a 3 x 3 grid over two blocks"
+    assert [r["seed"] for r in programmed["runs"]] == programmed["seeds"] == [0, 1]
+    for k, point in enumerate(programmed["sweep"]):
+        losses = [r["sweep"][k]["val_loss"] for r in programmed["runs"]]
+        assert point["val_loss"] == pytest.approx(sum(losses) / len(losses)), "the landscape is the seeds' mean"
+    assert len({r["programmed_val_loss"] for r in programmed["runs"]}) == 2, "seeds that train differently"
     assert mad["n_blocks"] == 1 and mad["programming"]["n_blocks"] == 2 and not mad["projectors"]
     for row in mad["tasks"].values():
         assert len(row["manticore"]["alphas"]) == 1 and len(row["programming"]["alphas"]) == 2

@@ -267,9 +267,11 @@ def test_figure4_names_what_the_cheapest_runs_show():
 
 
 def programmed_results(mad_searched: list[str]) -> dict:
-    return {"profile": "tiny", "mad_searched": mad_searched,
-            "summary": {"programmed_val_loss": 1.2, "components_alone": {"gpt_neo": 1.5, "mamba": 1.6},
-                        "frankenmerges": {"gpt_neo then mamba": 1.7, "mamba then gpt_neo": 1.8}, "chance": 4.8}}
+    runs = [{"programmed_val_loss": 1.2 + d, "components_alone": {"gpt_neo": 1.5 + d, "mamba": 1.4 - d},
+             "frankenmerges": {"gpt_neo then mamba": 1.7 + d, "mamba then gpt_neo": 1.8}} for d in (0.0, 0.1, 0.2)]
+    return {"profile": "tiny", "mad_searched": mad_searched, "runs": runs,
+            "summary": {"programmed_val_loss": 1.3, "components_alone": {"gpt_neo": 1.6, "mamba": 1.3},
+                        "frankenmerges": {"gpt_neo then mamba": 1.8, "mamba then gpt_neo": 1.8}, "chance": 4.8}}
 
 
 @pytest.mark.parametrize("setting", ["mad_baseline", "manticore_as_run"], ids=["tiny", "paper"])
@@ -284,7 +286,11 @@ def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_noth
     entry = programmed({"in-context-recall": 0.9, "selective-copying": 0.15})
     assert entry["verdict"] == "inconclusive"
     assert "at chance on 1 of 2 tasks at 80 steps (selective-copying)" in entry["why"]
-    assert entry["arms"]["programmed"]["values"] == [1.2] and entry["arms"]["better frankenmerge"]["values"] == [1.7]
+    # Each seed's better arm: gpt_neo alone then mamba alone; the first frankenmerge until it passes 1.8.
+    expected = {"programmed": [1.2, 1.3, 1.4], "better component alone": [1.4, 1.3, 1.2],
+                "better frankenmerge": [1.7, 1.8, 1.8]}
+    for name, values in expected.items():
+        assert entry["arms"][name]["values"] == pytest.approx(values), name
     assert entry["chance"] == 4.8
     learned = programmed({"in-context-recall": 0.9, "selective-copying": 0.5})
     assert learned["verdict"] == "inconclusive" and learned["why"].startswith("the MAD searches learned every task")

@@ -35,8 +35,9 @@ from common.eval.ledger import (
 
 # The tables of single-seed runs on components pretrained on the same stories read their numbers but
 # give no verdict: the claims ledger holds the verdicts.
-NO_VERDICT = ("One seed, on components pretrained on the same stories (where no hybrid optimum can form; the "
-              "specialist pair below is the setting that can): a reading, not a verdict.")
+SAME_STORIES = ("on components pretrained on the same stories (where no hybrid optimum can form; the specialist pair "
+                "below is the setting that can): a reading, not a verdict.")
+NO_VERDICT = f"One seed, {SAME_STORIES}"
 
 # Table 4 of the paper: validation loss on its PTB completions after search and retraining.
 PAPER_TABLE4 = {"darts_alternating": 1.2854, "darts_simultaneous": 1.3635, "dash_alternating": 2.5899,
@@ -255,12 +256,12 @@ def programmed(res: dict) -> str:
     points = sorted({s["alphas"][0][1] for s in sweep})
     loss = {tuple(row[1] for row in s["alphas"]): s["val_loss"] for s in sweep}
     lines = [f"Fixed-alpha landscape (rows: block 2's weight of `{second}`, columns: block 1's; all weights "
-             "fine-tuned on the completions):", "",
+             f"fine-tuned on the completions; means over seeds {', '.join(map(str, res['seeds']))}):", "",
              "| block 2 / block 1 | " + " | ".join(f"{p:.2f}" for p in points) + " |",
              "|---|" + "---|" * len(points)]
     lines += [f"| {b2:.2f} | " + " | ".join(f"{loss[(b1, b2)]:.4f}" for b1 in points) + " |" for b2 in points]
     alphas = "; ".join("/".join(f"{a:.2f}" for a in block) for block in res["programmed"]["alphas"])
-    lines += ["", "| hybrid | alphas (per block) | val loss |", "|---|---|---|"]
+    lines += ["", "| hybrid | alphas (per block) | mean val loss |", "|---|---|---|"]
     lines += [f"| {name} alone | - | {v:.4f} |" for name, v in summary["components_alone"].items()]
     lines += [f"| frankenmerge: {name} | - | {v:.4f} |" for name, v in summary["frankenmerges"].items()]
     lines += [f"| programmed with MAD (mean of {len(res['mad_searched'])} tasks' searched alphas) | {alphas} | "
@@ -273,7 +274,16 @@ def programmed(res: dict) -> str:
     reading = ("holds" if summary["beats_both_frankenmerges"] else
                f"does not hold: programmed {summary['programmed_val_loss']:.4f} vs frankenmerges "
                f"{best:.4f} and {worst:.4f}")
-    return "\n".join(lines + ["", f"MAD-programmed alphas beat both naive frankenmerges: {reading}. {NO_VERDICT}"])
+    runs = res["runs"]
+    if len(runs) > 1:
+        spread = {name: statistics.stdev(r["programmed_val_loss"] if name == "programmed" else min(r[name].values())
+                                         for r in runs) for name in ("programmed", "components_alone", "frankenmerges")}
+        seeds = (f"Means over {len(runs)} seeds; the seeds' standard deviation is {spread['programmed']:.4f} for the "
+                 f"programmed hybrid, {spread['frankenmerges']:.4f} for the better frankenmerge and "
+                 f"{spread['components_alone']:.4f} for the better component alone, {SAME_STORIES}")
+    else:
+        seeds = NO_VERDICT
+    return "\n".join(lines + ["", f"MAD-programmed alphas beat both naive frankenmerges: {reading}. {seeds}"])
 
 
 def projector_budget(res: dict) -> str:
@@ -954,8 +964,8 @@ def lra_claims(lra: dict, sizing: dict) -> list[dict]:
 def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
     """Figure 2 (right): alphas programmed from MAD searches. The programmed alphas are the mean of the
     MAD searches' alphas, so they say something only where those searches learned their tasks
-    (accuracy above chance, exact binomial test); the comparison itself is one seed on components
-    pretrained on the same stories, so at best a reading."""
+    (accuracy above chance, exact binomial test); the comparison itself is on components pretrained
+    on the same stories, so at best a reading."""
     summary = res["summary"]
     # Keyed by setting/task: the setting is the profile's (mad_baseline at tiny, manticore_as_run at paper).
     searches = {t: mad["tasks"][t]["programming"] for t in res["mad_searched"]}
@@ -972,9 +982,9 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
     why = (f"the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
            f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)}), so their mean alphas are not yet "
            "MAD's answer; " if at_chance else "the MAD searches learned every task, but ")
-    why += ("the landscape is one seed (a single run per arm, so no spread) on components pretrained on the same "
-            "stories, where no hybrid optimum can form; deciding it needs the MAD searches run to above chance "
-            "(see mad_sizing) and the two-block landscape on the specialist pair over seeds")
+    why += ("the landscape is on components pretrained on the same stories, where no hybrid optimum can form; "
+            "deciding it needs the MAD searches run to above chance (see mad_sizing) and the two-block landscape "
+            "on the specialist pair")
     return claim_entry(
         id="fig2-right-mad-programmed-hybrid", paper=PAPER, profile=res["profile"],
         claim="Alphas programmed by averaging the mixture weights searched on the MAD tasks give a two-block hybrid "
@@ -982,9 +992,9 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
         where="Section 4.3, Figure 2 (right), Appendix J",
         metric="held-out loss on the completions after fine-tuning: programmed hybrid, components alone, frankenmerges",
         paper_value="beats both components and both frankenmerges (a figure, no numbers)",
-        arms={"programmed": [summary["programmed_val_loss"]],
-              "better component alone": [min(summary["components_alone"].values())],
-              "better frankenmerge": [min(summary["frankenmerges"].values())]},
+        arms={"programmed": [r["programmed_val_loss"] for r in res["runs"]],
+              "better component alone": [min(r["components_alone"].values()) for r in res["runs"]],
+              "better frankenmerge": [min(r["frankenmerges"].values()) for r in res["runs"]]},
         chance=summary["chance"],
         control=f"the frankenmerges ({', '.join(summary['frankenmerges'])}); MAD programming searches' accuracy: "
                 f"{searched}", verdict="inconclusive", why=why)
