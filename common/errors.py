@@ -46,9 +46,23 @@ USER_OS_ERRORS = {errno.ENOSPC: _SPACE, errno.EDQUOT: _SPACE, errno.EROFS: "writ
                   errno.EISDIR: "a directory stands where the output file goes; remove it or write elsewhere"}
 
 
+def out_of_memory(err: BaseException) -> str | None:
+    """The allocator's own words when `err` is a failed allocation (torch's CUDA `OutOfMemoryError`,
+    its CPU allocator's refusal, Python's `MemoryError`), else None. By name and message, so that
+    this module loads without torch."""
+    if isinstance(err, MemoryError):
+        return "Python could not allocate memory"
+    text = str(err)
+    if type(err).__name__ == "OutOfMemoryError" or (isinstance(err, RuntimeError) and
+                                                     "DefaultCPUAllocator: can't allocate memory" in text):
+        words = text.split("DefaultCPUAllocator: ")[-1].split("\n")[0]
+        return words.split(". Of the allocated memory")[0]  # CUDA's message goes on about its caching
+    return None
+
+
 def exit_on_user_error(main: F) -> F:
-    """Run `main`; turn a `UserError`, or a full disk or unwritable path, into `error: <message>` on
-    stderr and exit status 2."""
+    """Run `main`; turn a `UserError`, a full disk or unwritable path, or a failed allocation into
+    `error: <message>` on stderr and exit status 2."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -60,6 +74,11 @@ def exit_on_user_error(main: F) -> F:
             if err.errno not in USER_OS_ERRORS:
                 raise
             message = f"{err.filename or 'an output'}: {err.strerror}; {USER_OS_ERRORS[err.errno]}"
+        except (RuntimeError, MemoryError) as err:
+            if (words := out_of_memory(err)) is None:
+                raise
+            message = (f"out of memory ({words}): the settings ask for more memory than this machine or "
+                       "device has; lower the batch size, the window or the model's size")
         logging.shutdown()
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from common.stages import generate_stories, lm_baseline
 from tests.conftest import ROOT, run_module, smoke_params, write_params
@@ -430,3 +431,34 @@ def test_readiness_refuses_a_records_file_that_is_not_there(tmp_path, capsys):
         readiness.main(["--records", str(tmp_path / "none.json")])
     assert excinfo.value.code == 2
     assert "--records: no such file" in capsys.readouterr().err
+
+
+CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.02 GiB "
+            "is free. Of the allocated memory 70.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch "
+            "but unallocated.\nIf reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF")
+
+
+@pytest.mark.parametrize("allocate, expected", [
+    (lambda: torch.empty(10**13), "out of memory (can't allocate memory: you tried to allocate 40000000000000 bytes"),
+    (lambda: (_ for _ in ()).throw(torch.OutOfMemoryError(CUDA_OOM)),
+     "out of memory (CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
+     "1.02 GiB is free): the settings ask for more memory"),
+], ids=["cpu-allocator", "cuda"])
+def test_an_allocation_the_machine_cannot_make_is_one_line(allocate, expected, capsys):
+    """Settings too large for the machine (a batch, window or model) fail in the allocator: one line
+    with its own words and what to lower, exit 2. The CPU case is a real allocation of 40 TB."""
+    from common.errors import exit_on_user_error
+
+    with pytest.raises(SystemExit) as excinfo:
+        exit_on_user_error(allocate)()
+    assert_one_line_exit(capsys, excinfo, expected)
+
+
+def test_other_runtime_errors_stay_tracebacks():
+    from common.errors import exit_on_user_error
+
+    def bug():
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        exit_on_user_error(bug)()
