@@ -115,11 +115,29 @@ def kept_outputs(work: Path) -> set[Path]:
     return {path for path in stage_outputs(work) if path.name != "README.md"}
 
 
+# What marks a directory as this runner's, so that it may delete and rewrite it: the work copy's
+# marker (or, from rehearsals before it, their logs) and the stand-ins' version file.
+WORK_MARKERS, STANDINS_MARKERS = (".rehearsal_work", "rehearsal_logs"), ("written_by",)
+
+
+def not_ours(path: Path, markers: tuple[str, ...]) -> str | None:
+    """Why the runner must not delete `path`, or None: it is absent, empty, or holds one of `markers`.
+    A mistyped `--work .` would otherwise delete the checkout."""
+    if ROOT.resolve().is_relative_to(path.resolve()):
+        return "it holds this checkout"
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return None
+    if any((path / marker).exists() for marker in markers):
+        return None
+    return f"a directory this runner did not write (no {' or '.join(markers)}), and it would be deleted"
+
+
 def prepare(work: Path, batch_rows: int | None, precision: str | None, keep_outputs: bool = False) -> None:
     if work.exists() and not keep_outputs:
         shutil.rmtree(work)
     fresh = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
+    (work / WORK_MARKERS[0]).touch()
     copy_tree(ROOT, work, skip=set() if fresh else kept_outputs(ROOT))
     if fresh:
         # Its own repository: inside this one, under an ignored path, DVC would refuse every dvc.yaml.
@@ -183,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
     parser.add_argument("--work", type=Path, default=ROOT / "data/rehearsal/work",
-                        help="the throwaway copy (deleted and rewritten)")
+                        help="the throwaway copy (deleted and rewritten: new, empty, or one this runner wrote)")
     parser.add_argument("--standins", type=Path, default=ROOT / "data/rehearsal/standins")
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="cut every batch size to this many rows (default: the paper's batches)")
@@ -219,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     for flag, path in (("--work", args.work), ("--standins", args.standins), ("--out", args.out)):
         if (blocker := file_in_the_way(path)) is not None:
             parser.error(f"{flag} {path}: {blocker} is a file, not a directory")
+    for flag, path, markers in (("--work", args.work, WORK_MARKERS), ("--standins", args.standins, STANDINS_MARKERS)):
+        if (why := not_ours(path, markers)) is not None:
+            parser.error(f"{flag} {path}: {why}; name a new or empty directory")
     # The records this run keeps, read before minutes of stand-ins are written.
     kept = load_json(args.out, "give a records file `make rehearse` wrote") if args.out.is_file() else []
     if not isinstance(kept, list):
@@ -229,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     if not marker.is_file() or marker.read_text() != version:
         log.info("writing stand-ins to %s", args.standins)
         shutil.rmtree(args.standins, ignore_errors=True)
+        args.standins.mkdir(parents=True)
+        marker.write_text("incomplete")  # ours from the start: an interrupted write may be redone
         standins.write_standins(args.standins)
         marker.write_text(version)
     prepare(args.work, args.batch_rows, args.precision, args.keep_outputs)

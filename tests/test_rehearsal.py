@@ -334,3 +334,31 @@ def test_a_stage_the_pipelines_do_not_have_is_refused(tmp_path):
     assert result.returncode == 2
     assert "--stages: tabel1 is not a stage of blackmamba" in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("flag", ["--work", "--standins"])
+def test_a_directory_the_rehearsal_did_not_write_is_never_deleted(flag, tmp_path):
+    """The runner deletes and rewrites its work copy and stand-ins: a directory that is not one of
+    them (a typo, or `.`, the checkout itself) is refused before anything is touched."""
+    victim = tmp_path / "thesis"
+    (victim / "chapters").mkdir(parents=True)
+    (victim / "chapters" / "one.tex").write_text("months of work")
+    other = "--standins" if flag == "--work" else "--work"
+    result = subprocess.run([sys.executable, "-m", "rehearsal.run", "--pipelines", "root", flag, str(victim),
+                             other, str(tmp_path / "fresh"), "--out", str(tmp_path / "records.json")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"{flag} {victim}: a directory this runner did not write" in result.stderr
+    assert (victim / "chapters" / "one.tex").read_text() == "months of work"
+    assert not (tmp_path / "fresh").exists() and not (tmp_path / "records.json").exists()
+
+
+def test_the_checkout_and_its_parents_are_never_the_rehearsals_to_delete(tmp_path):
+    # Checked on the function: a regression in a run would delete the checkout itself.
+    from rehearsal.run import WORK_MARKERS, not_ours
+
+    assert not_ours(ROOT, WORK_MARKERS) == not_ours(ROOT.parent, WORK_MARKERS) == "it holds this checkout"
+    assert not_ours(tmp_path / "new", WORK_MARKERS) is None and not_ours(tmp_path, WORK_MARKERS) is None
+    (tmp_path / "rehearsal_logs").mkdir()
+    (tmp_path / "params.yaml").write_text("")
+    assert not_ours(tmp_path, WORK_MARKERS) is None, "an earlier rehearsal's work copy"
