@@ -185,7 +185,12 @@ def check_value(tp: Any, value: Any, key: str) -> Any:
 
 
 def check_bounds(value: Any, meta: Any, key: str) -> None:
-    """A number outside `meta`'s bounds (`ge`, `gt`, `le`) is a `ConfigError` naming `key`; other values pass."""
+    """A number outside `meta`'s bounds (`ge`, `gt`, `le`) is a `ConfigError` naming `key`; a list's
+    or tuple's numbers are each checked; other values pass."""
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            check_bounds(item, meta, f"{key}[{i}]")
+        return
     if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return
     if "ge" in meta and value < meta["ge"]:
@@ -213,3 +218,24 @@ def _describe(value: Any) -> str:
 def bounded(default: Any, **bounds: float) -> Any:
     """A dataclass field with numeric bounds: `batch_size: int = bounded(32, ge=1)`."""
     return dataclasses.field(default=default, metadata=bounds)
+
+
+def check_names(names, key: str) -> None:
+    """Names that become directory names (models, tasks): letters, digits and _, so that none can
+    write outside its stage's directory (`../x`) or need quoting."""
+    for name in names:
+        if not name or not name.replace("_", "").isalnum():
+            raise ConfigError(f"{key}.{name}: a name must be letters, digits and _ (it names a directory)")
+
+
+SEED_RANGE = {"ge": 0, "le": 2**32 - 1}  # what numpy's generators accept (torch's take more)
+
+
+def seed_field(default: int = 0) -> Any:
+    """A random seed: a whole number every generator here accepts."""
+    return bounded(default, **SEED_RANGE)
+
+
+def seeds_field(*default: int) -> Any:
+    """A list of random seeds, each as `seed_field`'s: `seeds: list[int] = seeds_field(0, 1, 2)`."""
+    return dataclasses.field(default_factory=lambda: list(default), metadata=SEED_RANGE)

@@ -352,10 +352,11 @@ def mc_programmed() -> list[Work]:
     from papers.manticore.programmed import ProgrammedConfig
 
     cfg = _mc("programmed", ProgrammedConfig)
-    phase = _hybrid_runs(cfg, _completions_n_ctx(), _general_n_ctx(cfg))
-    return [phase("projector pretraining", cfg.projector_steps, 1, projectors=True),
-            phase("alpha sweep", cfg.train_steps, len(sweep_grid(cfg.n_blocks, cfg.sweep_points)), note=SWEEP_NOTE),
-            phase("programmed retraining", cfg.train_steps, 1)]
+    phase, seeds = _hybrid_runs(cfg, _completions_n_ctx(), _general_n_ctx(cfg)), len(cfg.seeds)
+    return [phase("projector pretraining", cfg.projector_steps, seeds, projectors=True),
+            phase("alpha sweep", cfg.train_steps, seeds * len(sweep_grid(cfg.n_blocks, cfg.sweep_points)),
+                  note=SWEEP_NOTE),
+            phase("programmed retraining", cfg.train_steps, seeds)]
 
 
 def mc_projector_budget() -> list[Work]:

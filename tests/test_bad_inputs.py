@@ -271,6 +271,16 @@ def test_an_output_under_a_file_is_refused_before_any_work(smoke_data, tmp_path,
     assert (tmp_path / "out").read_text() == "a file, not a directory"
 
 
+def test_a_directory_where_an_output_file_goes_is_refused_before_any_work(smoke_data, tmp_path, capsys):
+    """It was found only when the metrics were written, after the training, naming a scratch file."""
+    metrics = outputs(tmp_path)["metrics"]
+    metrics.mkdir(parents=True)
+    with pytest.raises(SystemExit) as excinfo:
+        run_baseline(tmp_path, smoke_data["params"], smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
+    assert_one_line_exit(capsys, excinfo, f"--metrics {metrics}: a directory stands where this file goes")
+    assert not outputs(tmp_path)["run"].exists()
+
+
 @pytest.mark.parametrize(("files", "expected"), [([], "the manifest lists no files"),
                                                  ({}, "the manifest lists no files")])
 def test_a_manifest_without_files_is_one_line(files, expected, smoke_data, tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -137,3 +138,57 @@ def test_repository_params_validate_for_every_profile():
     from tests.conftest import ROOT
 
     validate_params_files(ROOT)
+
+
+def test_seeds_out_of_the_generators_range_name_the_key():
+    from common.config import seed_field, seeds_field
+
+    @dataclass
+    class Seeded:
+        seed: int = seed_field()
+        seeds: list[int] = seeds_field(0, 1)
+
+    assert from_dict(Seeded, {"seed": 2**32 - 1, "seeds": [0, 7]}, where="s").seeds == [0, 7]
+    for raw, message in [({"seed": -1}, r"^s\.seed: must be >= 0, got -1$"),
+                         ({"seed": 2**32}, r"^s\.seed: must be <= 4294967295, got 4294967296$"),
+                         ({"seeds": [0, -1]}, r"^s\.seeds\[1\]: must be >= 0, got -1$")]:
+        with pytest.raises(ConfigError, match=message):
+            from_dict(Seeded, raw, where="s")
+
+
+def test_every_config_seed_has_the_generators_range():
+    """A seed numpy refuses (-1, 2**32) stopped stages with a traceback; every config field named
+    `seed` or `seeds`, in every module of the project, declares the range."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from common.config import SEED_RANGE
+    from tests.conftest import ROOT
+
+    seen = []
+    for path in sorted([*ROOT.glob("common/**/*.py"), *ROOT.glob("papers/**/*.py")]):
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        for _, cls in inspect.getmembers(module, dataclasses.is_dataclass):
+            for f in dataclasses.fields(cls):
+                if f.name in ("seed", "seeds") and cls.__module__ == module.__name__:
+                    seen.append(f"{cls.__qualname__}.{f.name}")
+                    assert dict(f.metadata) == SEED_RANGE, f"{module.__name__}.{cls.__qualname__}.{f.name}"
+    assert len(seen) >= 20, seen
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "", "has space"])
+def test_names_that_become_directories_stay_inside_their_stage(name):
+    from common.config import check_names
+    from common.stages.lra_generate import LRAGenerateConfig
+    from papers.manticore.components import ComponentsConfig
+    from papers.masked_mixers.models import ModelsConfig
+
+    with pytest.raises(ConfigError, match=r"a name must be letters, digits and _ \(it names a directory\)$"):
+        check_names(["ok_1", name], "models")
+    spec = {"d_model": 8, "pattern": "mlp"}
+    for cls, raw in [(ComponentsConfig, {"models": {name: spec}}), (LRAGenerateConfig, {"tasks": {name: {}}})]:
+        with pytest.raises(ConfigError, match=rf"^c\.(models|tasks)\.{re.escape(name)}: a name must be"):
+            from_dict(cls, raw, where="c")
+    with pytest.raises(ConfigError, match=rf"^c\.archs\.{re.escape(name)}: a name must be"):
+        from_dict(ModelsConfig, {"archs": {name: {}}}, where="c")

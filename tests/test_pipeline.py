@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from common.data.tokenized import load_tokenized
 from common.stages import lm_baseline
 from tests.conftest import ROOT, smoke_params, write_params
 
@@ -46,6 +47,22 @@ def test_lm_baseline_is_deterministic(smoke_data, tmp_path):
     assert a == b
     assert a["final"]["step"] == 12 and len([r for r in a["history"] if "val/loss" in r]) == 2
     assert (tmp_path / "a" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_lm_baseline_reads_rows_cut_to_its_data_n_ctx(smoke_data, tmp_path):
+    """`data.n_ctx` cuts the rows the baseline trains on (it was ignored: the model kept the stored width)."""
+    from common.data.datamodule import TextDataModule
+
+    stored = len(load_tokenized(smoke_data["tokenized"] / "packed")["train"][0]["input_ids"])
+    seen = []
+    original = TextDataModule.setup
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{"lm_baseline.data.n_ctx": 8}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TextDataModule, "setup", lambda self, stage=None: (original(self, stage), seen.append(self))[0])
+        lm_baseline.main(baseline_args(smoke_data, tmp_path, params))
+    assert stored > 8 and json.loads((tmp_path / "metrics.json").read_text())["n_ctx"] == 8
+    batch = next(iter(seen[0].train_dataloader()))
+    assert batch["input_ids"].shape[1] == 8
 
 
 def test_killed_run_resumes_from_last_checkpoint(smoke_data, tmp_path):

@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data import listops, pathfinder
 from common.data.hub import HUB_CLASSIFICATION_SOURCES, load_hub_classification, local_files
 from common.data.manifest import verify_manifest, write_manifest
@@ -44,7 +44,7 @@ class LRATaskConfig:
     task: Literal["listops", "pathfinder", "imdb", "cifar10"] = "listops"
     n_train: int = bounded(2000, ge=1)
     n_val: int = bounded(500, ge=1)
-    seed: int = 0
+    seed: int = seed_field()
     # listops: length band in tokens (LRA: 500-2000), tree depth and arguments per operator
     min_len: int = bounded(listops.PAPER_MIN_LEN, ge=1)
     max_len: int = bounded(listops.PAPER_MAX_LEN, ge=1)

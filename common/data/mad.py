@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from common.config import seed_field
 from common.errors import ConfigError
 
 IGNORE_INDEX = -100
@@ -108,7 +109,7 @@ class MADTaskConfig:
     k_motif_size: int = 3  # fuzzy recall: max key motif length
     v_motif_size: int = 3  # fuzzy recall: max value motif length
     multi_query: bool = True  # recall tasks: score every repeated key, not just the probe
-    seed: int = 12345
+    seed: int = seed_field(12345)
     dedupe: bool = True  # redraw test inputs that occur verbatim in train
 
     def __post_init__(self) -> None:

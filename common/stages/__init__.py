@@ -49,12 +49,16 @@ class StageCLI:
 
     def parse(self, argv: list[str] | None) -> argparse.Namespace:
         """The parsed arguments; a path with a file among its parents can be neither read nor written,
-        so it is refused here, before any work (an output's parent is otherwise made only at the end)."""
+        so it is refused here, before any work (an output's parent is otherwise made only at the end),
+        and so is an existing directory where a file with a suffix (`metrics.json`, `loss.png`) goes."""
         args = self.parser().parse_args(argv)
         for name in self.paths:
             path = getattr(args, name.replace("-", "_"))
             if (blocker := file_in_the_way(path)) is not None:
                 raise ConfigError(f"--{name} {path}: {blocker} is a file, not a directory")
+            if path.suffix and path.is_dir():
+                raise ConfigError(f"--{name} {path}: a directory stands where this file goes; "
+                                  "remove it or name another path")
         return args
 
 

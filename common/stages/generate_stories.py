@@ -18,7 +18,7 @@ from typing import Literal
 
 import datasets
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.hub import load_hub_text
 from common.data.manifest import write_manifest
 from common.data.stories import generate_stories
@@ -34,7 +34,7 @@ class StoriesConfig:
     hub_name: str = "tinystories"
     n_train: int = bounded(20000, ge=1)
     n_validation: int = bounded(1000, ge=1)
-    seed: int = 0
+    seed: int = seed_field()
 
 
 def build(cfg: StoriesConfig) -> datasets.DatasetDict:

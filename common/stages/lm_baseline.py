@@ -7,6 +7,7 @@ the stage is started again with the same configuration.
 
 from __future__ import annotations
 
+from common.config import seed_field
 from common.stages import load_stage, stage_cli
 
 # Declared before the other imports, so that `--help` answers without loading torch and Lightning.
@@ -33,7 +34,7 @@ log = logging.getLogger("lm_baseline")
 
 @dataclass
 class LMBaselineConfig:
-    seed: int = 0
+    seed: int = seed_field()
     model: LlamaSpec = field(default_factory=LlamaSpec)
     data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -47,10 +48,11 @@ def main(argv: list[str] | None = None) -> None:
 
     # Validate every input before anything is written.
     vocab_size = len(load_tokenizer(args.tokenizer))
-    n_ctx = len(load_tokenized(args.data)["train"][0]["input_ids"])
+    stored = len(load_tokenized(args.data)["train"][0]["input_ids"])
+    n_ctx = min(stored, cfg.data.n_ctx or stored)  # what training reads of each row
 
     datamodule = TextDataModule(args.data, batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers,
-                                seed=cfg.seed)
+                                seed=cfg.seed, n_ctx=cfg.data.n_ctx)
     with torch.device("meta"):  # counted without allocating or drawing weights
         n_params = sum(p.numel() for p in build_llama(cfg.model, vocab_size=vocab_size, n_ctx=n_ctx).parameters())
     run = run_training(

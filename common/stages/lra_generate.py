@@ -18,6 +18,7 @@ CLI = stage_cli(__name__, __doc__, "out")
 import logging
 from dataclasses import dataclass, field
 
+from common.config import check_names
 from common.data.lra import LRATaskConfig, lra_splits, save_splits
 from common.errors import ConfigError, exit_on_user_error
 from common.io import atomic_dir
@@ -32,9 +33,7 @@ class LRAGenerateConfig:
     def check(self) -> None:
         if not self.tasks:
             raise ConfigError("tasks: empty; name at least one task, e.g. listops: {task: listops}")
-        for name in self.tasks:
-            if not name.replace("_", "").isalnum():
-                raise ConfigError(f"tasks.{name}: a task name must be letters, digits and _ (it names a directory)")
+        check_names(self.tasks, "tasks")
 
 
 @exit_on_user_error

@@ -23,7 +23,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data import mad
 from common.errors import exit_on_user_error
 from common.io import atomic_file, write_json
@@ -38,7 +38,7 @@ log = logging.getLogger("mad_suite")
 
 @dataclass
 class MADSuiteConfig(mad.MADSelection):
-    seed: int = 0
+    seed: int = seed_field()
     model: LMConfig = field(default_factory=LMConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

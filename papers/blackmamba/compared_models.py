@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from common.config import bounded, from_dict
+from common.config import bounded, from_dict, seeds_field
 from common.data.datamodule import LoaderConfig
 from common.errors import ConfigError
 from common.models.lm import LMConfig, check_lm_spec
@@ -21,7 +21,7 @@ from papers.blackmamba.model import ROUTING_MODEL, BlackMambaConfig, lm_config
 
 @dataclass
 class TrainCompareConfig:
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = seeds_field(0, 1, 2)
     workers: int | None = bounded(None, ge=1)  # parallel training processes; None: one per core
     blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
     # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).

@@ -32,7 +32,7 @@ import lightning as L
 import matplotlib.pyplot as plt
 import torch
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.generation import generation_profile
@@ -46,7 +46,7 @@ log = logging.getLogger("latency")
 
 @dataclass
 class LatencyConfig:
-    seed: int = 0
+    seed: int = seed_field()
     lengths: list[int] = field(default_factory=lambda: [1, 64, 256, 1024, 4096])
     threads: int = bounded(1, ge=1)
     flat_tolerance: float = bounded(1.3, ge=1)

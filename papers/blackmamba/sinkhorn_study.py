@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from common.blocks.moe import SINKHORN_INITS, SinkhornInput, load_balance_stats, sinkhorn
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 
@@ -43,7 +43,7 @@ CRITERIA = ("absolute", "relative")
 
 @dataclass
 class SinkhornStudyConfig:
-    seed: int = 0
+    seed: int = seed_field()
     n_experts: int = bounded(8, ge=2)
     logit_scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0])
     expert_offset: float = bounded(1.0, ge=0)  # logits of expert e get + offset * e / (E - 1)

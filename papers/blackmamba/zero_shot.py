@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -43,7 +43,7 @@ CHANCE = {"stories_cloze": 0.0, "stories_next_line": 0.25}
 
 @dataclass
 class ZeroShotConfig:
-    seed: int = 0
+    seed: int = seed_field()
     tasks: list[str] = field(default_factory=lambda: [STORY_TASKS])
     items_per_task: int = bounded(200, ge=1)  # story tasks only
     limit: int | None = bounded(None, ge=1)  # harness tasks: documents per task, None = all

@@ -33,7 +33,7 @@ from pathlib import Path
 import datasets
 import torch
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.hub import load_hub_text
 from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_padded
@@ -49,7 +49,7 @@ log = logging.getLogger("completions")
 @dataclass
 class CompletionsConfig:
     source: str = "stories"  # or "ptb" (paper)
-    seed: int = 0
+    seed: int = seed_field()
     n_prompts: int = bounded(1000, ge=2)
     prompt_words: int = bounded(4, ge=1)
     max_new_tokens: int = bounded(30, ge=1)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from common.config import bounded, from_dict
+from common.config import bounded, check_names, from_dict, seed_field
 from common.data.datamodule import LoaderConfig
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
@@ -48,7 +48,7 @@ log = logging.getLogger("components")
 @dataclass
 class ComponentsConfig:
     source: Literal["pretrain", "hub"] = "pretrain"
-    seed: int = 0
+    seed: int = seed_field()
     # source=pretrain: LanguageModel configs without vocab_size/n_ctx (taken from the data)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     # source=pretrain: the corpus each model pretrains on (models not named here: stories)
@@ -64,6 +64,7 @@ class ComponentsConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
+        check_names(self.models, "models")
         for name, raw in self.models.items():
             check_lm_spec(raw, where=f"models.{name}")
         for name in self.corpora:

@@ -14,7 +14,7 @@ import lightning as L
 import matplotlib.pyplot as plt
 import torch
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.eval.plots import save_figure
@@ -35,7 +35,7 @@ METHODS = {"darts": "softmax", "dash": "gumbel", "gaea": "simplex"}
 class FineTuneConfig:
     """What every stage that fine-tunes Manticore[two components] shares: the components, the
     projector pretraining every run starts from, and how each run trains."""
-    seed: int = 0
+    seed: int = seed_field()
     n_blocks: int = bounded(1, ge=1)
     components: list[str] = field(default_factory=lambda: ["gpt_neo", "mamba"])
     projector_steps: int = bounded(100, ge=0)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import datasets
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import load_tokenizer, tokenizer_fingerprint
@@ -36,7 +36,7 @@ log = logging.getLogger("instruction_text")
 
 @dataclass
 class InstructionTextConfig:
-    seed: int = 0
+    seed: int = seed_field()
     start: int = bounded(1_000_000, ge=0)
     n_train: int = bounded(20_000, ge=1)
     n_validation: int = bounded(1_000, ge=1)

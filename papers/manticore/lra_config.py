@@ -16,7 +16,7 @@ from typing import Any, Literal
 import lightning as L
 from torch.utils.data import DataLoader, Subset
 
-from common.config import bounded, deep_merge, from_dict
+from common.config import bounded, deep_merge, from_dict, seeds_field
 from common.data.lra import LRATaskConfig, num_classes, vocab_size
 from common.data.manifest import MANIFEST
 from common.data.task_datamodules import LRADataModule, collate_arrays
@@ -58,7 +58,7 @@ class LRATask:
 
 @dataclass
 class LRAExperimentsConfig:
-    seeds: list[int] = field(default_factory=lambda: [0])  # every network of every task trains once per seed
+    seeds: list[int] = seeds_field(0)  # every network of every task trains once per seed
     tasks: dict[str, LRATask] = field(default_factory=dict)
     # Components as LanguageModel configs without vocab_size (set by each task); a component with
     # learned positions states its `n_ctx`, the longest sequence it can read.

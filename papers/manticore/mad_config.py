@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.config import bounded, from_dict
+from common.config import bounded, from_dict, seed_field
 from common.data.mad import MADSelection
 from common.errors import ConfigError
 from common.models.lm import LMConfig
@@ -54,7 +54,7 @@ class ProgrammingSearch:
 
 @dataclass
 class MADExperimentsConfig(MADSelection):
-    seed: int = 0
+    seed: int = seed_field()
     n_blocks: int = bounded(1, ge=1)  # of Manticore[components]: the paper's Table 2 (right) uses one
     # The paper trains from-scratch hybrids without projectors (its section 3.2); the official code
     # maps only the Mamba path through one ungated linear layer.

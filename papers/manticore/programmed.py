@@ -32,7 +32,7 @@ from statistics import mean
 
 import torch
 
-from common.config import bounded
+from common.config import bounded, seeds_field
 from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.chance import scored_unigram_loss
@@ -49,7 +49,7 @@ log = logging.getLogger("programmed")
 class ProgrammedConfig(SweepConfig):
     n_blocks: int = bounded(2, ge=1)
     sweep_points: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = seeds_field(0, 1, 2)
     workers: int | None = bounded(None, ge=1)  # None: one per core
 
     def check(self) -> None:

@@ -55,7 +55,7 @@ from typing import Literal
 
 import datasets
 
-from common.config import bounded
+from common.config import bounded, seeds_field
 from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import load_tokenized, tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
@@ -96,7 +96,7 @@ class PairSpec:
 
 @dataclass
 class SpecialistsConfig:
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = seeds_field(0, 1, 2)
     pairs: dict[str, PairSpec] = field(default_factory=dict)
     n_blocks: int = bounded(1, ge=1)
     n_train: int = bounded(1600, ge=1)

@@ -31,7 +31,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from common.config import bounded
+from common.config import bounded, seed_field
 from common.data.tokenized import load_tokenized
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -45,7 +45,7 @@ log = logging.getLogger("mm_generation")
 
 @dataclass
 class GenerationConfig:
-    seed: int = 0  # whose models: the clm stage's run of this seed
+    seed: int = seed_field()  # whose models: the clm stage's run of this seed
     mixer: str = "mixer_flat"
     transformer: str = "llama_h4"
     n_prompts: int = bounded(3, ge=1)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from common.config import bounded
+from common.config import bounded, seeds_field
 from common.errors import ConfigError
 from papers.masked_mixers.models import ModelsConfig, build_model, hidden_states
 from papers.masked_mixers.train import load_weights
@@ -91,7 +91,7 @@ def representation_accuracy(model, tokens: torch.Tensor, mask: torch.Tensor, *, 
 
 @dataclass
 class RepresentationConfig:
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = seeds_field(0, 1, 2)
     workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     models: list[str] = field(default_factory=lambda: ["mixer_flat", "llama_h4"])
     untrained_sizes: list[tuple[int, int]] = field(default_factory=lambda: [(64, 4), (256, 8)])

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from common.config import bounded, from_dict
+from common.config import bounded, check_names, from_dict
 from common.errors import ConfigError
 from common.models.lm import LanguageModel, LMConfig
 
@@ -64,6 +64,7 @@ class ModelsConfig:
         return self.archs[name]
 
     def check(self) -> None:
+        check_names(self.archs, "archs")
         for name, spec in self.archs.items():
             if spec.embed_init_std is not None and spec.tie_embeddings:
                 raise ConfigError(f"archs.{name}.embed_init_std: needs tie_embeddings false "

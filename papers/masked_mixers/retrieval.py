@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.config import bounded
+from common.config import bounded, seeds_field
 from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -285,7 +285,7 @@ class RetrievalSizing:
 
 @dataclass
 class RetrievalConfig:
-    seeds: list[int] = field(default_factory=lambda: [0])  # the clm and autoencoder runs of each seed
+    seeds: list[int] = seeds_field(0)  # the clm and autoencoder runs of each seed
     workers: int = bounded(1, ge=1)
     n_train: int = bounded(2000, ge=2)
     n_test: int = bounded(200, ge=2)

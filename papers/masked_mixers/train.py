@@ -18,7 +18,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from common.config import bounded
+from common.config import bounded, seeds_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.training.modules import CausalLMModule
@@ -34,7 +34,7 @@ class CompareConfig:
     """How a comparison stage (`compare.py`: clm, autoencoders, bidirectional) trains its models;
     `generation` reads the clm section's to retrain a model exactly as clm did."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = seeds_field(0, 1, 2)
     workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     models: list[str] = field(default_factory=list)
     batch_size: int = bounded(16, ge=1)
