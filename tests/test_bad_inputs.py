@@ -472,3 +472,28 @@ def test_other_runtime_errors_stay_tracebacks():
 
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         exit_on_user_error(bug)()
+
+
+@pytest.mark.parametrize("paper, file, damage", [
+    ("blackmamba", "train_compare.json", lambda r: r["models"]["transformer"]["seeds"]["0"].pop("final_val_loss")),
+    ("blackmamba", "zero_shot.json", lambda r: r["models"]["mamba"]["0"].update(mean_acc="oops")),
+    ("masked_mixers", "generation.json", lambda r: r["checkpoints"]["transformer"].pop("model")),
+], ids=["missing-key", "string-for-a-number", "key-read-by-a-table"])
+def test_a_report_over_results_it_cannot_read_is_one_line_and_writes_nothing(paper, file, damage, tmp_path, capsys):
+    """Valid JSON of another shape (an edited file, a stage of another version) died with a
+    traceback, and could leave a new claims.json beside the old README."""
+    import importlib
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "papers" / paper / "results", results)
+    shutil.copy(ROOT / "papers" / paper / "README.md", tmp_path / "README.md")
+    data = json.loads((results / file).read_text())
+    damage(data)
+    (results / file).write_text(json.dumps(data))
+    before = {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]}
+    with pytest.raises(SystemExit) as excinfo:
+        importlib.import_module(f"papers.{paper}.report").main(
+            ["--results", str(results), "--readme", str(tmp_path / "README.md"), "--claims",
+             str(results / "claims.json"), "--metrics", str(results / "metrics.json")])
+    assert_one_line_exit(capsys, excinfo, f"{results}: results of a shape this report does not read (")
+    assert {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]} == before

@@ -8,10 +8,12 @@ computed by those functions from the numbers, never typed.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.ledger import headline_metrics
@@ -20,6 +22,7 @@ from common.stages import StageCLI
 
 # A table renderer, or (results file name, renderer) for a table read from another table's file.
 Table = Callable[[dict], str] | tuple[str, Callable[[dict], str]]
+T = TypeVar("T")
 
 
 def table_blocks(readme: str, tables: dict[str, Table]) -> dict[str, re.Pattern]:
@@ -39,10 +42,13 @@ def read_readme(readme: Path) -> str:
     return readme.read_text()
 
 
-def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> str:
+def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint: str,
+           written: dict[str, dict] | None = None) -> str:
+    """The README with every table rendered; `written`: results by name that this run is about to
+    write, read from here instead of their (older) files."""
     for name, pattern in table_blocks(readme, tables).items():
         source, make = tables[name] if isinstance(tables[name], tuple) else (name, tables[name])
-        data = load_json(results_dir / f"{source}.json", rerun_hint)
+        data = (written or {}).get(source) or load_json(results_dir / f"{source}.json", rerun_hint)
         body = f"_Profile `{data['profile']}`; generated from `results/{source}.json`._\n\n{make(data)}\n"
         readme = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), readme)
     return readme
@@ -58,9 +64,25 @@ def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
 
 
 def update_readme(readme: Path, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> None:
-    text = render(read_readme(readme), results_dir, tables, rerun_hint)
+    text = read_results(lambda: render(read_readme(readme), results_dir, tables, rerun_hint), results_dir, rerun_hint)
+    write_readme(readme, text)
+
+
+def write_readme(readme: Path, text: str) -> None:
     with atomic_file(readme, "w") as handle:
         handle.write(text)
+
+
+def read_results(build: Callable[[], T], results_dir: Path, rerun_hint: str) -> T:
+    """`build()`, which reads the stages' results: a result of the wrong shape (a key missing, a
+    string where a number goes, too few seeds for a claim), from a stage of another version or an
+    edited file, is one line naming the results and what broke, not a traceback."""
+    try:
+        return build()
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+        logging.getLogger("report").debug("reading the results failed", exc_info=True)
+        raise DataError(f"{results_dir}: results of a shape this report does not read ({type(err).__name__}: "
+                        f"{err}); {rerun_hint}") from None
 
 
 def report_main(paper: str, tables: dict[str, Table], argv: list[str] | None = None) -> None:
@@ -114,10 +136,18 @@ def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: 
                               f"reads it; got {args.claims}")
         table_blocks(read_readme(args.readme), tables)  # before anything is written
         results = load_results(args.results, result_names, paper)
-        ledger = build_ledger(results)
-        write_json(args.claims, {"profile": results[result_names[0]]["profile"], "paper": paper, "claims": ledger})
-        write_json(args.metrics, headline_metrics(ledger))
-        update_readme(args.readme, args.results, tables, rerun_hint)
+        ledger = read_results(lambda: build_ledger(results), args.results, rerun_hint)
+        metrics = headline_metrics(ledger)
+        # The README's tables read the ledger written here: rendered from it before any output is
+        # written, so that a result it cannot read leaves all three as they were.
+        # As the file will read back (tuples as lists), which is what the README's table renders.
+        claims = json.loads(json.dumps({"profile": results[result_names[0]]["profile"], "paper": paper,
+                                        "claims": ledger}, sort_keys=True))
+        readme = read_results(lambda: render(read_readme(args.readme), args.results, tables, rerun_hint,
+                                             written={"claims": claims}), args.results, rerun_hint)
+        write_json(args.claims, claims)
+        write_json(args.metrics, metrics)
+        write_readme(args.readme, readme)
         logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)
 
     run()
