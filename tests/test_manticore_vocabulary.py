@@ -192,3 +192,22 @@ def test_components_load_in_training_mode(tmp_path):
     save_language_model(LanguageModel(cfg), tmp_path / "moe")
     (component,) = load_components(tmp_path, ["moe"])
     assert all(module.training for module in component.modules())
+
+
+def test_a_component_name_the_stage_never_wrote_names_those_it_did(tmp_path):
+    """A misspelt component (`nl_experiments.components: [gpt_neo, nosuch]`) said only that no
+    tokenizer was saved with it and to rerun the components stage, which would not help."""
+    from common.errors import ConfigError, DataError
+    from papers.manticore.vocabulary import check_component_names, load_component_tokenizers, load_components
+
+    with pytest.raises(DataError, match="no components; run the components stage first"):
+        load_components(tmp_path / "components", ["gpt_neo"])
+    for name in ("gpt_neo", "mamba"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    (tmp_path / "tokenizer_cache").mkdir()  # not a component: no config.json
+    check_component_names(tmp_path, ["mamba", "gpt_neo"])
+    expected = r"^components: nosuch: not a component in .* \(it has: gpt_neo, mamba\); "
+    for load in (load_components, load_component_tokenizers):
+        with pytest.raises(ConfigError, match=expected):
+            load(tmp_path, ["gpt_neo", "nosuch"])

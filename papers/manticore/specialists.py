@@ -74,7 +74,7 @@ from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
 from papers.manticore.instructions import generate_instructions, mix_genres
 from papers.manticore.landscape import search_alphas
 from papers.manticore.search import SearchConfig, alpha_trajectory, snapshot
-from papers.manticore.vocabulary import components_for_hybrid
+from papers.manticore.vocabulary import check_component_names, components_for_hybrid
 
 log = logging.getLogger("specialists")
 GENRES = ("stories", "instructions")
@@ -328,10 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg, profile, _ = load_stage(args.params, "specialists", SpecialistsConfig)
     # Every pair's components before any pair trains: a worker would find a missing one only when
     # its pair's turn comes.
-    if missing := sorted({c for pair in cfg.pairs.values() for c in pair.components
-                          if not (args.components / c / "config.json").is_file()}):
-        raise DataError(f"{args.components}: no component {', '.join(missing)}; name components the components "
-                        "stage writes (its `models`) and run it first")
+    check_component_names(args.components, sorted({c for pair in cfg.pairs.values() for c in pair.components}))
     jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
              "run_root": args.run_dir} for name in cfg.pairs for seed in cfg.seeds]
     runs = run_jobs(run_pair, jobs, cfg.workers)

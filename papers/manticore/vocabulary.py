@@ -32,18 +32,29 @@ from common.models.lm import LanguageModel, load_language_model
 TOKENIZER_DIR = "tokenizer"
 
 
+def check_component_names(directory: Path, names: list[str]) -> None:
+    """Names of components the `components` stage wrote into `directory`: a name it never wrote is
+    the config's mistake and says which names there are; a missing directory is a stage not run."""
+    if not directory.is_dir():
+        raise DataError(f"{directory}: no components; run the components stage first")
+    written = sorted(p.name for p in directory.iterdir() if (p / "config.json").is_file())
+    if unknown := [n for n in names if n not in written]:
+        raise ConfigError(f"components: {', '.join(unknown)}: not a component in {directory} (it has: "
+                          f"{', '.join(written) or 'none'}); name one of those, or add it to the components "
+                          "stage's models and rerun that stage")
+
+
 def load_components(directory: Path, names: list[str]) -> list[LanguageModel]:
     """The named components as the `components` stage saved them, each with its own vocabulary, in
     training mode: a hybrid trains them or holds them frozen, and Lightning keeps each module's mode,
     so a component left in eval mode would, for one, route a mixture of experts by argmax in training."""
-    missing = [n for n in names if not (directory / n / "config.json").is_file()]
-    if missing:
-        raise DataError(f"{directory}: no component {missing}; run the components stage first")
+    check_component_names(directory, names)
     return [load_language_model(directory / n).train() for n in names]
 
 
 def load_component_tokenizers(directory: Path, names: list[str]) -> list:
     """Each named component's own tokenizer."""
+    check_component_names(directory, names)
     tokenizers = []
     for name in names:
         path = directory / name / TOKENIZER_DIR
