@@ -56,6 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.layers % 2:
         parser.error(f"argument --layers: {args.layers} is odd; the models alternate a Mamba and an MLP block")
+    if args.n_ctx < 2:
+        parser.error(f"argument --n-ctx: {args.n_ctx} leaves no next token to predict; give at least 2")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     vocab = 4096

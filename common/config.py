@@ -220,6 +220,14 @@ def bounded(default: Any, **bounds: float) -> Any:
     return dataclasses.field(default=default, metadata=bounds)
 
 
+def check_distinct(values, key: str, at_least: int = 1) -> None:
+    """A list of seeds or names: at least `at_least` of them, each once (a repeat would train the
+    same run twice, or two results would share one key)."""
+    if len(values) < at_least or len(set(values)) != len(values):
+        least = f"at least {at_least}, " if at_least else ""
+        raise ConfigError(f"{key}: give {least}each once; got {list(values)}")
+
+
 def check_names(names, key: str) -> None:
     """Names that become directory names (models, tasks): letters, digits and _, so that none can
     write outside its stage's directory (`../x`) or need quoting."""

@@ -497,3 +497,12 @@ def test_a_report_over_results_it_cannot_read_is_one_line_and_writes_nothing(pap
              str(results / "claims.json"), "--metrics", str(results / "metrics.json")])
     assert_one_line_exit(capsys, excinfo, f"{results}: results of a shape this report does not read (")
     assert {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]} == before
+
+
+def test_a_one_token_benchmark_window_is_refused():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "benchmarks.blackmamba_step", "--n-ctx", "1", "--out", "/dev/null"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--n-ctx: 1 leaves no next token to predict" in result.stderr

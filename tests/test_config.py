@@ -192,3 +192,25 @@ def test_names_that_become_directories_stay_inside_their_stage(name):
             from_dict(cls, raw, where="c")
     with pytest.raises(ConfigError, match=rf"^c\.archs\.{re.escape(name)}: a name must be"):
         from_dict(ModelsConfig, {"archs": {name: {}}}, where="c")
+
+
+@pytest.mark.parametrize("config, raw, message", [
+    ("papers.manticore.landscape:LandscapeConfig", {"methods": ["darts", "darts"]},
+     r"^c\.methods: give at least 1, each once; got \['darts', 'darts'\]$"),
+    ("papers.manticore.landscape:LandscapeConfig", {"components": ["gpt_neo", "gpt_neo"]},
+     r"^c\.components: give at least 1, each once"),
+    ("papers.masked_mixers.train:CompareConfig", {"models": ["mixer_flat", "mixer_flat", "llama_h4"]},
+     r"^c\.models: give at least 2, each once"),
+    ("papers.blackmamba.compared_models:TrainCompareConfig", {"seeds": [1, 1]},
+     r"^c\.seeds: give at least 1, each once"),
+    ("papers.manticore.specialists:SpecialistsConfig",
+     {"pairs": {"p": {"components": ["gpt_neo", "mamba"], "updates": ["alternating", "alternating"]}}},
+     r"^c\.pairs\.p\.updates: give each once"),
+])
+def test_a_repeated_name_or_seed_is_refused(config, raw, message):
+    """A repeat trained the same run twice, or two results shared one key and one was lost."""
+    import importlib
+
+    module, name = config.split(":")
+    with pytest.raises(ConfigError, match=message):
+        from_dict(getattr(importlib.import_module(module), name), raw, where="c")

@@ -130,8 +130,8 @@ BASE = {"components": {"gpt_neo": NEO, "mamba": MAMBA}, "tasks": {"listops": {"d
     ({"components": {"mamba": MAMBA, "gpt_neo": {**NEO, "pattern": "attn_neo,nope"}}},
      r"gpt_neo\.pattern: unknown block 'nope'"),
     ({"tasks": {"x": {"task": {"task": "pathfinder", "size": 48}}}}, r"tasks\.x\.task\.size: 48 is not allowed"),
-    ({"seeds": [0, 0]}, r"seeds: give distinct seeds, got \[0, 0\]"),
-    ({"seeds": []}, r"seeds: give distinct seeds"),
+    ({"seeds": [0, 0]}, r"seeds: give at least 1, each once; got \[0, 0\]"),
+    ({"seeds": []}, r"seeds: give at least 1, each once"),
 ])
 def test_bad_configs_name_the_key(change, message):
     with pytest.raises(ConfigError, match=message) as err:

@@ -102,7 +102,7 @@ def one_line(err: ConfigError) -> str:
     ({"baselines": {"mamba": {"pattern": "mamba"}}}, r"baselines\.mamba: also a component"),
     ({"baselines": {"x": {"pattern": "mamba,lstm"}}}, r"baselines\.x\.pattern: unknown block 'lstm'"),
     ({"baselines": {}}, r"hybrids: compared with existing hybrids, but baselines is empty"),
-    ({"retrain": ["frozen", "frozen"]}, r"retrain: each retraining once"),
+    ({"retrain": ["frozen", "frozen"]}, r"retrain: give each once"),
 ])
 def test_config_errors_are_one_line(changes, expected):
     raw = copy.deepcopy(params())

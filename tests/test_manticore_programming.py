@@ -41,6 +41,15 @@ def test_programming_needs_the_programming_search(tmp_path):
         mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
 
 
+def test_programming_refuses_mad_searches_of_another_profile(tmp_path):
+    write_mad(tmp_path / "mad.json", ["gpt_neo", "mamba"], 2)
+    mad = json.loads((tmp_path / "mad.json").read_text())
+    (tmp_path / "mad.json").write_text(json.dumps({**mad, "profile": "tiny"}))
+    assert mad_alphas(tmp_path / "mad.json", ProgrammedConfig(), "tiny")
+    with pytest.raises(DataError, match="mad_experiments ran at profile tiny, this stage at smoke"):
+        mad_alphas(tmp_path / "mad.json", ProgrammedConfig(), "smoke")
+
+
 def test_programming_needs_the_mad_results(tmp_path):
     with pytest.raises(DataError, match="mad_experiments"):
         mad_alphas(tmp_path / "missing.json", ProgrammedConfig())
@@ -56,8 +65,9 @@ def test_corner_finds_a_grid_point():
     (ProgrammedConfig, {"sweep_points": [0.0, 0.5]}, "must include 0 and 1"),
     (ProgrammedConfig, {"n_blocks": 3}, "need 2"),
     (ProgrammedConfig, {"components": ["gpt_neo"]}, "exactly two"),
-    (ProgrammedConfig, {"seeds": [0, 0]}, "distinct seeds"),
-    (ProgrammedConfig, {"seeds": []}, "distinct seeds"),
+    (ProgrammedConfig, {"seeds": [0, 0]}, "seeds: give at least 1, each once"),
+    (ProgrammedConfig, {"seeds": []}, "seeds: give at least 1, each once"),
+    (ProgrammedConfig, {"components": ["gpt_neo", "gpt_neo"]}, r"components: give at least 1, each once"),
     (ProgrammedConfig, {"seed": 3}, "list 3 there instead"),
     (ProjectorBudgetConfig, {"budgets": [30, 0]}, "increasing order"),
     (ProjectorBudgetConfig, {"budgets": []}, "increasing order"),

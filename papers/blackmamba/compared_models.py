@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from common.config import bounded, from_dict, seeds_field
+from common.config import bounded, check_distinct, from_dict, seeds_field
 from common.data.datamodule import LoaderConfig
 from common.errors import ConfigError
 from common.models.lm import LMConfig, check_lm_spec
@@ -32,8 +32,7 @@ class TrainCompareConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"seeds: at least one, no repeats; got {self.seeds}")
+        check_distinct(self.seeds, "seeds")
         for name, raw in self.baselines.items():
             check_lm_spec(raw, where=f"baselines.{name}")
 

@@ -14,7 +14,7 @@ import lightning as L
 import matplotlib.pyplot as plt
 import torch
 
-from common.config import bounded, seed_field
+from common.config import bounded, check_distinct, seed_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.eval.plots import save_figure
@@ -50,6 +50,7 @@ class FineTuneConfig:
     def check(self) -> None:
         if len(self.components) != 2:
             raise ConfigError(f"components: these experiments mix exactly two, got {self.components}")
+        check_distinct(self.components, "components")
 
 
 @dataclass

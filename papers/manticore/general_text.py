@@ -27,7 +27,7 @@ from typing import Literal
 
 import datasets
 
-from common.config import bounded
+from common.config import bounded, check_distinct
 from common.data.hub import load_hub_text
 from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import tokenize_packed
@@ -48,8 +48,7 @@ class GeneralTextConfig:
     validation_tokens: int = bounded(100_000, ge=1)
 
     def check(self) -> None:
-        if not self.tokenizers or len(set(self.tokenizers)) != len(self.tokenizers):
-            raise ConfigError(f"tokenizers: name each component at least once and at most once, got {self.tokenizers}")
+        check_distinct(self.tokenizers, "tokenizers")
         if min(self.train_tokens, self.validation_tokens) < self.block_size:
             raise ConfigError(f"train_tokens and validation_tokens must each fill a block of {self.block_size}")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from common.config import bounded
+from common.config import bounded, check_distinct
 from common.errors import ConfigError
 from common.training.modules import CausalLMModule
 from papers.manticore.ensemble import LearnedEnsemble
@@ -41,6 +41,8 @@ class LandscapeConfig(SweepConfig):
         if not self.methods or not self.updates:
             raise ConfigError(f"methods and updates: name at least one of each (methods: {', '.join(METHODS)}; "
                               "updates: alternating, simultaneous)")
+        check_distinct(self.methods, "methods")
+        check_distinct(self.updates, "updates")
         for m in self.methods:
             if m not in METHODS:
                 raise ConfigError(f"methods: {m!r} unknown; allowed: {', '.join(METHODS)}")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import lightning as L
 from torch.utils.data import DataLoader, Subset
 
-from common.config import bounded, deep_merge, from_dict, seeds_field
+from common.config import bounded, check_distinct, deep_merge, from_dict, seeds_field
 from common.data.lra import LRATaskConfig, num_classes, vocab_size
 from common.data.manifest import MANIFEST
 from common.data.task_datamodules import LRADataModule, collate_arrays
@@ -75,8 +75,7 @@ class LRAExperimentsConfig:
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"seeds: give distinct seeds, got {self.seeds}")
+        check_distinct(self.seeds, "seeds")
         if not self.tasks:
             raise ConfigError("tasks: empty; name at least one, e.g. listops: {data: listops}")
         if len(self.components) < 2:

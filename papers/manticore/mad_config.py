@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.config import bounded, from_dict, seed_field
+from common.config import bounded, check_distinct, from_dict, seed_field
 from common.data.mad import MADSelection
 from common.errors import ConfigError
 from common.models.lm import LMConfig
@@ -33,10 +33,8 @@ class HybridConfig:
     def check(self) -> None:
         if len(self.components) < 2:
             raise ConfigError(f"components: a hybrid needs at least two, got {self.components}")
-        if len(set(self.components)) != len(self.components):
-            raise ConfigError(f"components: each component once, got {self.components}")
-        if len(set(self.retrain)) != len(self.retrain):
-            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
+        check_distinct(self.components, "components")
+        check_distinct(self.retrain, "retrain", at_least=0)
         if self.compare != "search" and self.compare not in self.retrain:
             raise ConfigError(f"compare: {self.compare!r} is not retrained (retrain: {self.retrain}); "
                               f"allowed: search, {', '.join(self.retrain) or 'nothing else'}")
@@ -78,8 +76,7 @@ class MADExperimentsConfig(MADSelection):
             raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
         if any(t.task == "compression" for t in self.tasks().values()):
             raise ConfigError("settings: compression is not a next-token task; Manticore's MAD table leaves it out")
-        if len(set(self.retrain)) != len(self.retrain):
-            raise ConfigError(f"retrain: each retraining once, got {self.retrain}")
+        check_distinct(self.retrain, "retrain", at_least=0)
         if both := sorted(set(self.components) & set(self.baselines)):
             raise ConfigError(f"baselines.{both[0]}: also a component; give it another name")
         depths = {}

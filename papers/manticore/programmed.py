@@ -32,9 +32,9 @@ from statistics import mean
 
 import torch
 
-from common.config import bounded, seeds_field
+from common.config import bounded, check_distinct, seeds_field
 from common.data.tokenized import load_tokenized
-from common.errors import ConfigError, exit_on_user_error
+from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.chance import scored_unigram_loss
 from common.io import load_json, write_json
 from common.parallel import run_jobs
@@ -54,8 +54,7 @@ class ProgrammedConfig(SweepConfig):
 
     def check(self) -> None:
         super().check()
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"seeds: give distinct seeds, got {self.seeds}")
+        check_distinct(self.seeds, "seeds")
         if self.seed != 0:  # the inherited single seed would be silently ignored
             raise ConfigError(f"seed: this stage trains every seed in `seeds`; list {self.seed} there instead")
         if self.n_blocks != 2:
@@ -65,9 +64,13 @@ class ProgrammedConfig(SweepConfig):
                               f"got {self.sweep_points}")
 
 
-def mad_alphas(path: Path, cfg: ProgrammedConfig) -> dict[str, dict]:
-    """Each MAD task's programming-search alphas and path, checked against this hybrid's layout."""
+def mad_alphas(path: Path, cfg: ProgrammedConfig, profile: str | None = None) -> dict[str, dict]:
+    """Each MAD task's programming-search alphas and path, checked against this hybrid's layout and,
+    given `profile`, made at this stage's profile."""
     mad = load_json(path, "run the mad_experiments stage first")
+    if profile is not None and mad.get("profile") != profile:
+        raise DataError(f"{path}: mad_experiments ran at profile {mad.get('profile')}, this stage at {profile}; "
+                        "rerun mad_experiments at this profile")
     if mad.get("programming") is None:
         raise ConfigError("programmed: mad_experiments ran no programming search; "
                           "set mad_experiments.programming and rerun it")
@@ -123,7 +126,7 @@ def mean_over_seeds(runs: list[dict]) -> tuple[list[dict], dict]:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
-    searched = mad_alphas(args.mad, cfg)
+    searched = mad_alphas(args.mad, cfg, profile)
     _, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])
     alphas = average([torch.tensor(s["alphas"]) for s in searched.values()]).tolist()
     jobs = [{"cfg": cfg, "seed": seed, "alphas": alphas, "components_dir": args.components,

@@ -55,7 +55,7 @@ from typing import Literal
 
 import datasets
 
-from common.config import bounded, seeds_field
+from common.config import bounded, check_distinct, seeds_field
 from common.data.manifest import load_dataset_dir, write_manifest
 from common.data.tokenized import load_tokenized, tokenize_padded
 from common.data.tokenizer import tokenizer_fingerprint
@@ -125,11 +125,12 @@ class SpecialistsConfig:
     def check(self) -> None:
         if not self.pairs:
             raise ConfigError("pairs: name at least one pair of components")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"seeds: give distinct seeds, got {self.seeds}")
+        check_distinct(self.seeds, "seeds")
         for name, pair in self.pairs.items():
             if len(pair.components) != 2:
                 raise ConfigError(f"pairs.{name}.components: a pair joins exactly two, got {pair.components}")
+            for key in ("components", "methods", "updates"):
+                check_distinct(getattr(pair, key), f"pairs.{name}.{key}", at_least=0)
             for m in pair.methods:
                 if m not in METHODS:
                     raise ConfigError(f"pairs.{name}.methods: {m!r} unknown; allowed: {', '.join(METHODS)}")

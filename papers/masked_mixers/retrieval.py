@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.config import bounded, seeds_field
+from common.config import bounded, check_distinct, seeds_field
 from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
 from common.errors import ConfigError, DataError, exit_on_user_error
@@ -300,8 +300,7 @@ class RetrievalConfig:
     def check(self) -> None:
         if not self.sources:
             raise ConfigError("sources: name at least one embedding source")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError("seeds: list at least one seed, each once")
+        check_distinct(self.seeds, "seeds")
         if self.infonce_source not in self.sources:
             raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; "
                               f"have {', '.join(self.sources)}")

@@ -18,7 +18,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from common.config import bounded, seeds_field
+from common.config import bounded, check_distinct, seeds_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.training.modules import CausalLMModule
@@ -44,8 +44,8 @@ class CompareConfig:
     def check(self) -> None:
         if len(self.models) < 2:
             raise ConfigError("models: list at least a mixer and a transformer to compare")
-        if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
-            raise ConfigError("seeds: list at least one seed, each once")
+        check_distinct(self.models, "models", at_least=2)
+        check_distinct(self.seeds, "seeds")
         if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
             raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
 
