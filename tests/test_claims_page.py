@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from common.eval.claims_page import BEGIN, END, main, page, render
 from common.eval.ledger import claim_entry
 from tests.conftest import ROOT
@@ -57,3 +59,23 @@ def test_a_damaged_ledger_is_one_line_naming_its_file(tmp_path, monkeypatch, cap
         assert main(["--check"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: {ledger}"), err
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda c: ["a claim as text"], "a claim that is not an object"),
+    (lambda c: [{**c, "trained": "no"}], "trained must be true or false, got 'no'"),
+    (lambda c: [{**c, "arms": {**c["arms"], "ours": {"n": 3, "std": 0.1}}}], "arms.ours.mean: not a number"),
+    (lambda c: [{**c, "difference": {**c["difference"], "mean": "oops"}}], "difference.mean: not a number, got 'oops'"),
+    (lambda c: [{**c, "arms": [1, 2]}], "arms must map each arm to its summary"),
+], ids=["text", "trained", "arm-mean", "difference-mean", "arms-list"])
+def test_a_ledger_damaged_inside_a_claim_names_the_claim_and_key(damage, expected, tmp_path, monkeypatch, capsys):
+    committed = json.loads((ROOT / "papers/manticore/results/claims.json").read_text())
+    claim = next(c for c in committed["claims"] if c.get("difference"))
+    ledger = tmp_path / "papers/manticore/results/claims.json"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(json.dumps({**committed, "claims": damage(claim)}))
+    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {ledger}: ") and expected in err[0], err

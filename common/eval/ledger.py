@@ -157,12 +157,34 @@ def claim_entry(*, id: str, paper: str, claim: str, where: str, metric: str, pro
 REQUIRED = ("id", "paper", "claim", "where", "metric", "profile", "trained", "verdict", "why")
 
 
+def check_summary(summary: Any, where: str) -> None:
+    """An arm or a difference as `summarize` writes it: a number `mean`, a whole `n` of at least 1,
+    a number `std`."""
+    if not isinstance(summary, dict):
+        raise ValueError(f"{where}: not a summary (an object with mean, std and n)")
+    for key in ("mean", "std"):
+        if isinstance(summary.get(key), bool) or not isinstance(summary.get(key), (int, float)):
+            raise ValueError(f"{where}.{key}: not a number, got {summary.get(key)!r}")
+    if isinstance(summary.get("n"), bool) or not isinstance(summary.get("n"), int) or summary["n"] < 1:
+        raise ValueError(f"{where}.n: not a count of runs, got {summary.get('n')!r}")
+
+
 def check_entry(entry: dict[str, Any]) -> None:
     """An entry as the ledger's schema wants it; raises ValueError naming the entry and the problem."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a claim that is not an object: {str(entry)[:60]!r}")
     name = entry.get("id", "<no id>")
     missing = [key for key in REQUIRED if entry.get(key) in (None, "")]
     if missing:
         raise ValueError(f"claim {name}: missing {', '.join(missing)}")
+    if not isinstance(entry["trained"], bool):
+        raise ValueError(f"claim {name}: trained must be true or false, got {entry['trained']!r}")
+    if not isinstance(entry.get("arms", {}), dict):
+        raise ValueError(f"claim {name}: arms must map each arm to its summary")
+    for arm, summary in entry.get("arms", {}).items():
+        check_summary(summary, f"claim {name}: arms.{arm}")
+    if entry.get("difference") is not None:
+        check_summary(entry["difference"], f"claim {name}: difference")
     if entry["verdict"] not in VERDICTS:
         raise ValueError(f"claim {name}: verdict {entry['verdict']!r}; allowed: {', '.join(VERDICTS)}")
     if entry["verdict"] == "needs paper scale":
@@ -181,11 +203,11 @@ def check_entry(entry: dict[str, Any]) -> None:
 
 def check_ledger(entries: list[dict[str, Any]]) -> None:
     """Every entry valid, and ids unique."""
-    ids = [entry.get("id") for entry in entries]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     for entry in entries:
         check_entry(entry)
+    ids = [entry["id"] for entry in entries]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
 
 
 def headline_metrics(entries: list[dict[str, Any]]) -> dict[str, float]:
