@@ -44,9 +44,12 @@ from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from common.config import SEED_RANGE
 from common.data.hub import FINEWEB_VALIDATION_ROWS, HUB_CLASSIFICATION_SOURCES, HUB_SOURCES
 from common.data.stories import generate_stories
+from common.errors import exit_on_user_error
 from common.io import atomic_dir
+from common.stages import file_in_the_way
 from papers.manticore.instructions import generate_instructions
 
 log = logging.getLogger(__name__)
@@ -343,6 +346,7 @@ def write_standins(out: Path, seed: int = 0, only: set[str] | None = None) -> No
                      sum(p.numel() for p in model.parameters()) / 1e6, checkpoint.dtype)
 
 
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
@@ -350,6 +354,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="+", help="data set source names and Hub ids to write (default: all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not SEED_RANGE["ge"] <= args.seed <= SEED_RANGE["le"]:
+        parser.error(f"--seed {args.seed}: allowed {SEED_RANGE['ge']} to {SEED_RANGE['le']}")
+    if (blocker := file_in_the_way(args.out / "x")) is not None:
+        parser.error(f"--out {args.out}: {blocker} is a file, not a directory")
     known = [*HUB_SOURCES, *HUB_CLASSIFICATION_SOURCES, *harness_splits(args.seed), *CHECKPOINTS]
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:

@@ -362,3 +362,17 @@ def test_the_checkout_and_its_parents_are_never_the_rehearsals_to_delete(tmp_pat
     (tmp_path / "rehearsal_logs").mkdir()
     (tmp_path / "params.yaml").write_text("")
     assert not_ours(tmp_path, WORK_MARKERS) is None, "an earlier rehearsal's work copy"
+
+
+@pytest.mark.parametrize("args, expected", [(["--seed", "-1"], "--seed -1: allowed 0 to 4294967295"),
+                                            (["--out", "FILE"], "is a file, not a directory")])
+def test_standins_refuse_a_bad_seed_or_an_output_under_a_file(args, expected, tmp_path, capsys):
+    from rehearsal.standins import main
+
+    (tmp_path / "file").write_text("")
+    argv = ["--out", str(tmp_path / "out"), "--only", "ptb", *args]
+    argv = [str(tmp_path / "file") if a == "FILE" else a for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and expected in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
