@@ -32,10 +32,10 @@ def locked_outputs(checkout: Path, pipeline: str) -> set[str]:
     lock = checkout / Path(pipeline).with_suffix(".lock")
     try:
         stages = yaml.safe_load(lock.read_text())["stages"] if lock.is_file() else {}
-    except (yaml.YAMLError, KeyError, TypeError):
+        return {out["path"] for stage in stages.values() for out in stage.get("outs", [])}
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError):  # not YAML, or not a lock's shape
         print(f"error: {lock}: not a readable dvc.lock", file=sys.stderr)
         raise SystemExit(2) from None
-    return {out["path"] for stage in stages.values() for out in stage.get("outs", [])}
 
 
 def json_leaves(value, path=(), timed=False):

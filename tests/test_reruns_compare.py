@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import save_file
@@ -51,3 +52,15 @@ def test_the_largest_numeric_difference_is_named_and_other_kinds_are_not_measure
                                          "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]}, torch.ones(3))
     # loss 1.5 -> 1.375 (0.125); the new leaves exist on one side only, so they have no difference
     assert status == 1 and "largest numeric difference 0.125 at loss" in out
+
+
+@pytest.mark.parametrize("lock", [{"stages": {"s": None}}, {"stages": {"s": {"outs": [{"md5": "x"}]}}},
+                                  {"stages": {"s": {"outs": {"path": "x"}}}}], ids=["null-stage", "no-path", "mapping"])
+def test_a_lock_of_the_wrong_shape_is_one_line(lock, tmp_path, capsys):
+    here = checkout(tmp_path / "a", {"loss": 1.0}, torch.ones(3), "| a |")
+    other = checkout(tmp_path / "b", {"loss": 1.0}, torch.ones(3), "| a |")
+    (other / "dvc.lock").write_text(yaml.safe_dump(lock))
+    with pytest.raises(SystemExit) as stop:
+        main([str(other), "--here", str(here), "--pipelines", "dvc.yaml"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {other / 'dvc.lock'}: not a readable dvc.lock"
