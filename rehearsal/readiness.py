@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from common.errors import exit_on_user_error
+from common.errors import DataError, exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
@@ -93,8 +93,14 @@ def load_records(paths: list[Path]) -> dict[str, dict]:
     records = {}
     for path in paths:
         if path.is_file():
-            for record in load_json(path, "pass record files `make rehearse` writes"):
-                if record.get("rc") == 0:
+            loaded = load_json(path, "pass record files `make rehearse` writes")
+            for k, record in enumerate(loaded if isinstance(loaded, list) else [None]):
+                if not isinstance(record, dict) or not isinstance(record.get("stage"), str) or any(
+                        isinstance(record.get(key), bool) or not isinstance(record.get(key), (int, float))
+                        for key in ("rc", "seconds", "peak_pss_mib")):
+                    raise DataError(f"{path}: record {k} is not a rehearsal record (an object with a stage, rc, "
+                                    "seconds and peak_pss_mib); pass record files `make rehearse` writes")
+                if record["rc"] == 0:
                     records[record["stage"]] = record
     return records
 

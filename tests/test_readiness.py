@@ -47,10 +47,26 @@ def test_hours_are_the_run_flops_at_the_stated_rate():
 
 def test_the_last_passing_record_of_a_stage_wins(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
-    old.write_text(json.dumps([{"stage": "a", "rc": 0, "seconds": 1}, {"stage": "b", "rc": 0, "seconds": 2}]))
-    new.write_text(json.dumps([{"stage": "a", "rc": 0, "seconds": 3}, {"stage": "b", "rc": 1, "seconds": 4}]))
+    def record(stage, rc, seconds):
+        return {"stage": stage, "rc": rc, "seconds": seconds, "peak_pss_mib": 100}
+
+    old.write_text(json.dumps([record("a", 0, 1), record("b", 0, 2)]))
+    new.write_text(json.dumps([record("a", 0, 3), record("b", 1, 4)]))
     records = load_records([old, new, tmp_path / "missing.json"])
     assert records["a"]["seconds"] == 3 and records["b"]["seconds"] == 2
+
+
+@pytest.mark.parametrize("records", [{"stage": "a"}, ["a"], [{"rc": 0, "seconds": 1, "peak_pss_mib": 1}],
+                                     [{"stage": "a", "rc": 0, "seconds": "fast", "peak_pss_mib": 1}],
+                                     [{"stage": "a", "rc": 0, "seconds": 1, "peak_pss_mib": None}]],
+                         ids=["object", "text", "no-stage", "text-seconds", "null-peak"])
+def test_records_of_another_shape_are_one_line(records, tmp_path):
+    from common.errors import DataError
+
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps(records))
+    with pytest.raises(DataError, match=rf"^{path}: record 0 is not a rehearsal record"):
+        load_records([path])
 
 
 def test_the_root_table_is_written_between_the_markers_and_nothing_else_moves(tmp_path, monkeypatch):
