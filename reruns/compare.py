@@ -75,7 +75,9 @@ def same_weights(a: Path, b: Path) -> bool:
     from safetensors.torch import load_file
 
     left, right = load_file(a), load_file(b)
-    return left.keys() == right.keys() and all(left[k].equal(right[k]) for k in left)
+    # Same dtype and shape first: `equal` promotes, so fp16 and fp32 copies of one tensor would agree.
+    return left.keys() == right.keys() and all(left[k].dtype == right[k].dtype and left[k].shape == right[k].shape
+                                               and left[k].equal(right[k]) for k in left)
 
 
 def digest(path: Path) -> str:
@@ -84,6 +86,8 @@ def digest(path: Path) -> str:
 
 def compare_file(a: Path, b: Path, name: str) -> str | None:
     """None when the two files agree, "timing" when only timing values differ, else the disagreement."""
+    if not a.is_file() and not b.is_file():
+        return f"{name}: in neither checkout"
     if not b.is_file() or not a.is_file():
         return f"{name}: only in {'this' if a.is_file() else 'the other'} checkout"
     if digest(a) == digest(b):

@@ -64,3 +64,15 @@ def test_a_lock_of_the_wrong_shape_is_one_line(lock, tmp_path, capsys):
         main([str(other), "--here", str(here), "--pipelines", "dvc.yaml"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip() == f"error: {other / 'dvc.lock'}: not a readable dvc.lock"
+
+
+def test_weights_of_another_precision_disagree_and_an_output_in_neither_checkout_is_named(tmp_path, capsys):
+    status, out = run(tmp_path, capsys, {"loss": 1.5, "elapsed_s": 3.0,
+                                         "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]},
+                      torch.ones(3, dtype=torch.float16))
+    assert status == 1 and "data/run/model.safetensors: weights differ" in out
+    for side in ("a", "b"):
+        (tmp_path / side / "results/table.md").unlink()
+    status, out = main([str(tmp_path / "b"), "--here", str(tmp_path / "a"), "--pipelines", "dvc.yaml"]), \
+        capsys.readouterr().out
+    assert "results/table.md: in neither checkout" in out
