@@ -150,10 +150,10 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {_describe(value)}")
         args = get_args(tp) or (Any,)
-        if origin is tuple and Ellipsis not in args and len(value) != len(args):
+        fixed = origin is tuple and Ellipsis not in args  # tuple[int, float]: one type per position
+        if fixed and len(value) != len(args):
             raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
-        items = [_convert(args[i] if origin is tuple and Ellipsis not in args else args[0], v, f"{key}[{i}]")
-                 for i, v in enumerate(value)]
+        items = [_convert(args[i] if fixed else args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):

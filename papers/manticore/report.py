@@ -250,6 +250,15 @@ def mad_hybrid_table(res: dict, name: str, spec: dict) -> list[str]:
     return lines
 
 
+def programmed_arms(res: dict) -> dict[str, list[float]]:
+    """Figure 2 (right)'s arms, one value per seed: the programmed hybrid, the better component alone
+    and the better frankenmerge of that seed."""
+    runs = res["runs"]
+    return {"programmed": [r["programmed_val_loss"] for r in runs],
+            "better component alone": [min(r["components_alone"].values()) for r in runs],
+            "better frankenmerge": [min(r["frankenmerges"].values()) for r in runs]}
+
+
 def programmed(res: dict) -> str:
     first, second = res["components"]
     summary, sweep = res["summary"], res["sweep"]
@@ -274,13 +283,11 @@ def programmed(res: dict) -> str:
     reading = ("holds" if summary["beats_both_frankenmerges"] else
                f"does not hold: programmed {summary['programmed_val_loss']:.4f} vs frankenmerges "
                f"{best:.4f} and {worst:.4f}")
-    runs = res["runs"]
-    if len(runs) > 1:
-        spread = {name: statistics.stdev(r["programmed_val_loss"] if name == "programmed" else min(r[name].values())
-                                         for r in runs) for name in ("programmed", "components_alone", "frankenmerges")}
-        seeds = (f"Means over {len(runs)} seeds; the seeds' standard deviation is {spread['programmed']:.4f} for the "
-                 f"programmed hybrid, {spread['frankenmerges']:.4f} for the better frankenmerge and "
-                 f"{spread['components_alone']:.4f} for the better component alone, {SAME_STORIES}")
+    if len(res["runs"]) > 1:
+        spread = {name: statistics.stdev(values) for name, values in programmed_arms(res).items()}
+        seeds = (f"Means over {len(res['runs'])} seeds; the seeds' standard deviation is {spread['programmed']:.4f} "
+                 f"for the programmed hybrid, {spread['better frankenmerge']:.4f} for the better frankenmerge and "
+                 f"{spread['better component alone']:.4f} for the better component alone, {SAME_STORIES}")
     else:
         seeds = NO_VERDICT
     return "\n".join(lines + ["", f"MAD-programmed alphas beat both naive frankenmerges: {reading}. {seeds}"])
@@ -992,9 +999,7 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
         where="Section 4.3, Figure 2 (right), Appendix J",
         metric="held-out loss on the completions after fine-tuning: programmed hybrid, components alone, frankenmerges",
         paper_value="beats both components and both frankenmerges (a figure, no numbers)",
-        arms={"programmed": [r["programmed_val_loss"] for r in res["runs"]],
-              "better component alone": [min(r["components_alone"].values()) for r in res["runs"]],
-              "better frankenmerge": [min(r["frankenmerges"].values()) for r in res["runs"]]},
+        arms=programmed_arms(res),
         chance=summary["chance"],
         control=f"the frankenmerges ({', '.join(summary['frankenmerges'])}); MAD programming searches' accuracy: "
                 f"{searched}", verdict="inconclusive", why=why)
