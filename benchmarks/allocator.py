@@ -39,7 +39,7 @@ from torch import nn  # noqa: E402
 
 from benchmarks import positive_int
 from common.config import from_dict, load_yaml, stage_config  # noqa: E402
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from common.training.trainer import keep_freed_memory  # noqa: E402
@@ -130,7 +130,7 @@ def child(setting: str, steps: int) -> None:
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=positive_int, default=20)
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -11,7 +11,6 @@ The two are timed round-robin so that load from other processes spreads over bot
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -24,7 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from benchmarks import positive_int
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.eval.counting import count_lm  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
@@ -44,7 +43,7 @@ def configs(d_model: int, layers: int, d_ff: int, vocab: int, n_ctx: int) -> dic
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=positive_int, default=9)
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--d-model", type=positive_int, default=128)

@@ -23,7 +23,6 @@ device replaces the sections it runs and keeps the others (and the file's `notes
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
@@ -44,7 +43,7 @@ from benchmarks.mixer_memory import D_MODEL, N_LAYERS, VOCAB, build_llama, build
 from benchmarks.moe_speed import DenseSwiGLU, LoopSwitchMLP  # noqa: E402
 from common.blocks.mamba import _mamba_ssm_ops  # noqa: E402
 from common.blocks.moe import MoE  # noqa: E402
-from common.errors import exit_on_user_error  # noqa: E402
+from common.errors import ArgumentParser, exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.mamba import mamba_language_model  # noqa: E402
 
@@ -186,7 +185,7 @@ def bench_moe(warmup: int, reps: int) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--warmup", type=nonnegative_int, default=3)
     parser.add_argument("--reps", type=positive_int, default=10)

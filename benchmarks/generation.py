@@ -10,7 +10,6 @@ by `common.eval.generation.generation_profile`. Writes
 
 from __future__ import annotations
 
-import argparse
 import platform
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import torch
 import transformers
 
 from benchmarks import positive_int
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.eval.generation import generation_profile
 from common.io import write_json
 from common.models.lm import LanguageModel, LMConfig
@@ -28,7 +27,7 @@ OUT = Path(__file__).resolve().parent / "results" / "generation.json"
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--lengths", type=positive_int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--d-model", type=positive_int, default=256)

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import positive_int  # noqa: E402
-from common.errors import exit_on_user_error  # noqa: E402
+from common.errors import ArgumentParser, exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.models.mamba import mamba_language_model  # noqa: E402
 
@@ -142,7 +142,7 @@ def bench_training(reps: int, hf_reps: int) -> dict:
 
 @exit_on_user_error
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=positive_int, default=7)
     parser.add_argument("--hf-reps", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mamba_speed.json")

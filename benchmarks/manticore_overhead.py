@@ -10,7 +10,6 @@ components and every projector run). Forward passes without gradients, round-rob
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -22,7 +21,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/moe_speed.
 import torch  # noqa: E402
 
 from benchmarks import positive_int
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import write_json  # noqa: E402
 from common.models.lm import LanguageModel, LMConfig  # noqa: E402
 from papers.manticore.hybrid import Manticore, ManticoreConfig  # noqa: E402
@@ -32,7 +31,7 @@ OUT = Path(__file__).resolve().parent / "results" / "manticore_overhead.json"
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=positive_int, default=9)
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--d-model", type=positive_int, default=256)

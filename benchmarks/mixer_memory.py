@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 from benchmarks import positive_int
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.eval.memory import memory_mib, reset_peak
 from common.io import write_json
 
@@ -154,7 +154,7 @@ def run_child(model_name: str, n_ctx: int, reps: int) -> dict:
 
 @exit_on_user_error
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--contexts", type=positive_int, nargs="+", default=[512, 1024, 2048, 4096])
     parser.add_argument("--reps", type=positive_int, default=2, help="timed steps after one warm-up step")
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "N_CTX"), help=argparse.SUPPRESS)

@@ -18,7 +18,6 @@ repetition so that load from other processes spreads over all of them; medians a
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -42,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import nonnegative_int, positive_int, positive_ints  # noqa: E402
 from common.blocks.moe import MoE, default_d_ff, load_balance_stats  # noqa: E402
-from common.errors import exit_on_user_error  # noqa: E402
+from common.errors import ArgumentParser, exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "moe_speed.json"
@@ -150,7 +149,7 @@ def bench_config(n_tokens: int, d_model: int, n_experts: int, d_ff: int, reps: i
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=positive_ints, default="2,1",
                         help="comma-separated thread counts; 2 is the reference, 1 a control that is "
                              "insensitive to other processes stealing a core")

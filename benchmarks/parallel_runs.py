@@ -21,7 +21,6 @@ inside the job, in both runs) and the process it ran in:
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import platform
@@ -35,7 +34,7 @@ import torch  # noqa: E402
 
 from benchmarks import positive_int
 from common.data.mad import MADTaskConfig  # noqa: E402
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import write_json  # noqa: E402
 from common.models.lm import LMConfig  # noqa: E402
 from common.parallel import run_jobs  # noqa: E402
@@ -96,7 +95,7 @@ def where_time_goes(wall: float, serial: list[dict], parallel: list[dict]) -> di
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=positive_int, default=600)
     args = parser.parse_args()
     serial_2, _ = timed_jobs(args.steps, workers=1, threads=2)

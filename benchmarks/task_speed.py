@@ -19,7 +19,6 @@ The machine may be shared: the 1-minute load average is recorded before and afte
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import platform
@@ -40,7 +39,7 @@ from benchmarks import positive_int  # noqa: E402
 from common.config import load_yaml, stage_config  # noqa: E402
 from common.data import mad, pathfinder  # noqa: E402
 from common.data.lra import lra_splits  # noqa: E402
-from common.errors import exit_on_user_error  # noqa: E402
+from common.errors import ArgumentParser, exit_on_user_error  # noqa: E402
 from common.io import write_json  # noqa: E402
 from common.stages.lra_generate import LRAGenerateConfig  # noqa: E402
 from common.stages.mad_suite import MADSuiteConfig  # noqa: E402
@@ -109,7 +108,7 @@ def tiny_suite(scale: float) -> dict:
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=positive_int, default=3)
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the script runs; writes nothing")
     args = parser.parse_args()

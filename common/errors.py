@@ -1,11 +1,13 @@
 """Errors a user can cause, and the one-line exit that reports them.
 
 Stage scripts wrap their `main` in `exit_on_user_error`: a `UserError` becomes a single line on
-stderr and exit status 2, never a traceback. Programming errors still raise normally.
+stderr and exit status 2, never a traceback. Programming errors still raise normally. Command lines
+are read by `ArgumentParser`, whose mistakes end the same way.
 """
 
 from __future__ import annotations
 
+import argparse
 import errno
 import functools
 import logging
@@ -84,3 +86,13 @@ def exit_on_user_error(main: F) -> F:
         raise SystemExit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, reporting a bad command line as every other user error here: one line,
+    `error: <what is wrong> (usage: <what is allowed>)`, exit status 2. argparse's own prints the
+    usage first, wrapped over several lines, and the error after it."""
+
+    def error(self, message: str):
+        usage = " ".join(self.format_usage().split())
+        self.exit(2, f"error: {message} ({usage})\n")

@@ -17,18 +17,18 @@ rows measured earlier on the same device stay, as do the file's `notes`.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import platform
-import sys
 import time
 from datetime import date
 from pathlib import Path
 
 import torch
 
+from benchmarks import positive_int
 from common.blocks.mamba import _mamba_ssm_ops
+from common.errors import ArgumentParser, UserError, exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR
 from common.io import write_json
 from common.training.modules import _unwrap
@@ -52,8 +52,8 @@ def works(only: list[str] | None) -> list[tuple[str, Work]]:
         return list(found.items())
     unknown = [key for key in only if key not in found]
     if unknown:
-        raise SystemExit(f"rehearsal.gpu_steps: unknown rows {unknown}; a row is PIPELINE:STAGE:INDEX, "
-                         f"e.g. blackmamba:train_compare:0")
+        raise UserError(f"--only: unknown rows {unknown}; a row is PIPELINE:STAGE:INDEX, e.g. "
+                        f"blackmamba:train_compare:0; `python -m rehearsal.readiness` lists the stages")
     return [(key, found[key]) for key in only]
 
 
@@ -109,16 +109,16 @@ def run_one(work: Work, steps: int) -> dict:
             "hours_at_measured": work.steps * work.runs * seconds / 3600}
 
 
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", default=None, metavar="PIPELINE:STAGE:INDEX")
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=positive_int, default=3)
     parser.add_argument("--budget-s", type=float, default=float("inf"))
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("rehearsal.gpu_steps: no CUDA device; this measurement runs on a GPU machine only", file=sys.stderr)
-        return 2
+        raise UserError("no CUDA device: this measurement runs on a GPU machine only")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "python": platform.python_version(), "stated_utilisation": UTILISATION, "steps": args.steps,

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from common.errors import DataError, exit_on_user_error
+from common.errors import ArgumentParser, DataError, exit_on_user_error
 from common.eval.counting import TRAIN_FACTOR
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
@@ -247,7 +247,7 @@ def render(pipeline: str, records: dict[str, dict], gpu_steps: dict[str, dict] |
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
     parser.add_argument("--records", nargs="+", type=Path, default=[RECORDS],
                         help="rehearsal record files, later ones winning")

@@ -49,7 +49,7 @@ import psutil
 import torch
 import yaml
 
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import load_json
 from common.stages import file_in_the_way
 from rehearsal import readiness, standins
@@ -198,7 +198,7 @@ def run_stage(work: Path, target: str, env: dict[str, str], logs: Path, without_
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=list(PIPELINES))
     parser.add_argument("--work", type=Path, default=ROOT / "data/rehearsal/work",
                         help="the throwaway copy (deleted and rewritten: new, empty, or one this runner wrote)")

@@ -47,7 +47,7 @@ from transformers import PreTrainedTokenizerFast
 from common.config import SEED_RANGE
 from common.data.hub import FINEWEB_VALIDATION_ROWS, HUB_CLASSIFICATION_SOURCES, HUB_SOURCES
 from common.data.stories import generate_stories
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import atomic_dir
 from common.stages import file_in_the_way
 from papers.manticore.instructions import generate_instructions
@@ -348,7 +348,7 @@ def write_standins(out: Path, seed: int = 0, only: set[str] | None = None) -> No
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", help="data set source names and Hub ids to write (default: all)")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from common.errors import ArgumentParser
+
 TIMING = re.compile(r"elapsed|seconds|(^|_)s$|per_s|ms_per|speedup|latency|throughput|faster", re.I)
 MEMORY = re.compile(r"bytes|mib|memory", re.I)  # sizes in a timing file (a cache's bytes) must still agree
 PIPELINES = ["dvc.yaml", "papers/blackmamba/dvc.yaml", "papers/manticore/dvc.yaml", "papers/masked_mixers/dvc.yaml"]
@@ -117,7 +119,7 @@ def compare_output(here: Path, other: Path, path: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("other", type=Path, help="the other checkout, after its `dvc repro`")
     parser.add_argument("--here", type=Path, default=Path.cwd(), help="this checkout (default: the working directory)")
     parser.add_argument("--pipelines", nargs="+", default=PIPELINES, choices=PIPELINES)

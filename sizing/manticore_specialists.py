@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.config import load_yaml, stage_config
-from common.errors import exit_on_user_error
+from common.errors import ArgumentParser, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
 from common.stages import file_in_the_way
@@ -90,7 +90,7 @@ def same_text_job(index: int, variant: str, run_root: Path, design: dict, seed: 
 
 @exit_on_user_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("which", choices=("budgets", "same-text"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--run-dir", type=Path, default=Path("data/manticore/sizing"))

@@ -111,6 +111,48 @@ def test_real_cli_prints_exactly_one_line(tmp_path):
     assert not (tmp_path / "stories").exists()
 
 
+def test_a_vocabulary_beyond_int32_ids_is_refused_before_training(smoke_data, tmp_path, capsys):
+    """The BPE trainer aborted the process (a Rust panic) for 5e9; ids are stored as int32."""
+    from common.stages import train_tokenizer
+
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{"tokenizer.vocab_size": 5_000_000_000}))
+    with pytest.raises(SystemExit) as excinfo:
+        train_tokenizer.main(["--params", str(params), "--stories", str(smoke_data["stories"]),
+                              "--out", str(tmp_path / "out" / "tokenizer")])
+    assert_one_line_exit(capsys, excinfo, "tokenizer.smoke.vocab_size: must be <= 2147483647, got 5000000000")
+    assert not (tmp_path / "out").exists()
+
+
+COMMAND_LINES = {
+    "stage, missing path": (("common.stages.generate_stories", "--params", "params.yaml"),
+                            "the following arguments are required: --out (usage: generate_stories.py [-h]"),
+    "stage, unknown option": (("common.stages.train_tokenizer", "--params", "p", "--stories", "s", "--out", "o",
+                               "--vocab", "9"), "unrecognized arguments: --vocab 9 (usage: "),
+    "benchmark, bad count": (("benchmarks.blackmamba_step", "--reps", "0"), "argument --reps: 0 is below 1"),
+    "tool, not a checkout": (("reruns.compare", "no_such_checkout"), "no_such_checkout: not a checkout"),
+    "gpu tool, bad count": (("rehearsal.gpu_steps", "--steps", "0"), "argument --steps: 0 is below 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMMAND_LINES))
+def test_a_bad_command_line_is_one_line(case):
+    """argparse's own error is the usage over several lines and then the error; ours is one line
+    that holds both (`common.errors.ArgumentParser`)."""
+    args, expected = COMMAND_LINES[case]
+    result = run_module(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+    assert expected in result.stderr, result.stderr
+
+
+def test_every_command_line_is_read_by_the_one_line_parser():
+    """A script that builds argparse's parser itself would print its errors over several lines."""
+    sources = [p for p in ROOT.rglob("*.py") if not {".venv", "tests"} & set(p.relative_to(ROOT).parts)]
+    assert len(sources) > 100
+    builds_its_own = [p.relative_to(ROOT).as_posix() for p in sources if "argparse.ArgumentParser(" in p.read_text()]
+    assert builds_its_own == []
+
+
 @pytest.mark.parametrize("root", ["missing", "empty", "no_profile"])
 def test_a_paper_stage_never_guesses_its_profile(root, tmp_path, monkeypatch, capsys):
     """A paper's params file has no `profile`; without a root params.yaml that names one, the stage
@@ -415,11 +457,15 @@ def test_config_shapes_are_checked(cls, data, expected):
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
-def test_an_accelerator_this_machine_lacks_is_one_line(smoke_data, tmp_path, capsys):
-    params = write_params(tmp_path / "params.yaml", smoke_params(**{"lm_baseline.trainer.accelerator": "cuda"}))
+@pytest.mark.parametrize("accelerator", ["cuda", "gpu", "tpu"])
+def test_an_accelerator_this_machine_lacks_is_one_line(accelerator, smoke_data, tmp_path, capsys):
+    """One line naming what this machine can run (Lightning's own words for `gpu` named nothing,
+    and `tpu` without torch_xla was a traceback)."""
+    params = write_params(tmp_path / "params.yaml", smoke_params(**{"lm_baseline.trainer.accelerator": accelerator}))
     with pytest.raises(SystemExit) as excinfo:
         run_baseline(tmp_path, params, smoke_data["tokenized"] / "packed", smoke_data["tokenizer"])
-    assert_one_line_exit(capsys, excinfo, "error: trainer: ")
+    assert_one_line_exit(capsys, excinfo, f"error: trainer.accelerator: {accelerator!r} cannot run on this "
+                                          "machine; it runs: auto, cpu")
     assert_nothing_written(tmp_path)
 
 

@@ -36,6 +36,8 @@ def test_smoke_run_writes_scores_and_table(tmp_path):
     ({"mad_suite.settings": ["mad_baseline/sorting"]}, "settings[0]"),
     ({"mad_suite.settings": ["baseline/compression"]}, "mad_baseline, manticore, manticore_as_run"),
     ({"mad_suite.overrides": {"vocab": 8}}, "overrides.vocab"),
+    ({"mad_suite.overrides": {"seq_len": "64"}}, "overrides.seq_len: expected an integer, got str '64'"),
+    ({"mad_suite.task_overrides": {"compression": {"seed": -1}}}, "task_overrides.compression.seed: must be >= 0"),
     ({"mad_suite.task_overrides": {"selective-copying": {"num_tokens_to_copy": 40}},
       "mad_suite.settings": ["mad_baseline/selective-copying"]}, "seq_len > 2 * num_tokens_to_copy + 1"),
     ({"mad_suite.task_overrides": {"noisy-in-context-recall": {"vocab_size": 17}},  # 16 of them noise

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from common.config import from_dict
 from common.data.tokenizer import load_tokenizer
+from common.errors import ConfigError
 from common.models.lm import LanguageModel, LMConfig
 from papers.manticore.completions import CompletionsConfig, complete_all
 
@@ -26,3 +29,9 @@ def test_batched_greedy_completions_equal_one_prompt_at_a_time(smoke_data, one_t
     lengths = [len(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
     assert len(set(lengths)) < len(lengths), f"no two prompts share a length: {lengths}"
 
+
+
+def test_a_greedy_component_that_is_not_a_component_is_refused_with_the_allowed_names():
+    with pytest.raises(ConfigError, match=r"^completions\.tiny\.greedy: 'mamba2' is not one of the components; "
+                                          r"allowed: gpt_neo, mamba$"):
+        from_dict(CompletionsConfig, {"greedy": "mamba2"}, "completions.tiny")

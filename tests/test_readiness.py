@@ -128,12 +128,13 @@ def test_measured_gpu_steps_fill_their_rows_and_only_theirs():
 
 
 def test_gpu_steps_names_its_rows_by_pipeline_stage_and_index():
+    from common.errors import UserError
     from rehearsal.gpu_steps import works
 
     listed = works(["blackmamba:train_compare:1", "blackmamba:train_compare:0"])
     assert [(key, w.network) for key, w in listed] == [("blackmamba:train_compare:1", "mamba"),
                                                        ("blackmamba:train_compare:0", "blackmamba")]
-    with pytest.raises(SystemExit, match="unknown rows"):
+    with pytest.raises(UserError, match="unknown rows"):
         works(["blackmamba:train_compare:9"])
 
 

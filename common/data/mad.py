@@ -69,11 +69,11 @@ import contextlib
 import dataclasses
 import gc
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 
-from common.config import seed_field
+from common.config import check_bounds, check_value, seed_field
 from common.errors import ConfigError
 
 IGNORE_INDEX = -100
@@ -198,6 +198,16 @@ def setting(name: str, task: str, **overrides) -> MADTaskConfig:
     return replace(SETTINGS[name][task], **overrides)
 
 
+def _check_task_fields(values: dict[str, Any], where: str) -> None:
+    """Overrides of task fields: each a field of `MADTaskConfig`, of its type and within its bounds."""
+    fields = {f.name: f for f in dataclasses.fields(MADTaskConfig) if f.name != "task"}
+    hints = get_type_hints(MADTaskConfig)
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"{where}.{key}: unknown task field; allowed: {', '.join(fields)}")
+        check_bounds(check_value(hints[key], value, f"{where}.{key}"), fields[key].metadata, f"{where}.{key}")
+
+
 @dataclass
 class MADSelection:
     """A list of named settings, `<setting set>/<task>` (e.g. `manticore/in-context-recall`), with
@@ -209,18 +219,13 @@ class MADSelection:
     task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def check(self) -> None:
-        fields = tuple(f.name for f in dataclasses.fields(MADTaskConfig) if f.name != "task")
         if not self.settings:
             raise ConfigError("settings: empty; list entries like manticore/in-context-recall")
-        for key in self.overrides:
-            if key not in fields:
-                raise ConfigError(f"overrides.{key}: unknown task field; allowed: {', '.join(fields)}")
+        _check_task_fields(self.overrides, "overrides")
         for task, values in self.task_overrides.items():
             if task not in TASKS:
                 raise ConfigError(f"task_overrides.{task}: unknown task; allowed: {', '.join(TASKS)}")
-            for key in values:
-                if key not in fields:
-                    raise ConfigError(f"task_overrides.{task}.{key}: unknown task field; allowed: {', '.join(fields)}")
+            _check_task_fields(values, f"task_overrides.{task}")
         self.tasks()  # every entry must build a valid task config
 
     def tasks(self) -> dict[str, MADTaskConfig]:

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from common.errors import DataError, UserError
+from common.errors import ArgumentParser, DataError, UserError
 from common.eval.ledger import VERDICTS, check_ledger, format_ours, seed_count
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
@@ -66,7 +66,7 @@ def render(readme: str, root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
     args = parser.parse_args(argv)
     root = Path.cwd()

@@ -31,7 +31,6 @@ harmless to a causal model.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, Pret
 from transformers.modeling_outputs import CausalLMOutput
 
 from common.config import from_dict
-from common.errors import DataError, exit_on_user_error
+from common.errors import ArgumentParser, DataError, exit_on_user_error
 from common.io import atomic_dir
 from common.models.lm import HF_MODEL_TYPE, LanguageModel, LMConfig
 
@@ -167,7 +166,7 @@ def save_pretrained(model: LanguageModel, path: str | Path, tokenizer=None) -> P
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a save_language_model directory as a transformers one.")
+    parser = ArgumentParser(description="Write a save_language_model directory as a transformers one.")
     parser.add_argument("model", help="a directory written by save_language_model")
     parser.add_argument("out", help="the transformers directory to write (replaced if it exists)")
     parser.add_argument("--tokenizer", help="a tokenizer directory to save beside the model")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from common.config import active_profile, load_yaml, stage_config
-from common.errors import ConfigError
+from common.errors import ArgumentParser, ConfigError
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ class StageCLI:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def parser(self) -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(description=self.doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser = ArgumentParser(description=self.doc, formatter_class=argparse.RawDescriptionHelpFormatter)
         if self.params:
             parser.add_argument("--params", type=Path, required=True, metavar="PATH",
                                 help="params file with the stage's section (a paper's takes its profile from the "

@@ -22,7 +22,8 @@ log = logging.getLogger("train_tokenizer")
 
 @dataclass
 class TokenizerConfig:
-    vocab_size: int = bounded(4096, ge=259)
+    # at most what int32 token ids hold (the tokenized data's type); the BPE trainer aborted above 2^32
+    vocab_size: int = bounded(4096, ge=259, le=2**31 - 1)
     max_texts: int | None = bounded(None, ge=1)  # train on the first N stories only; None = all
 
 

@@ -190,6 +190,9 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     if (queue := progress_queue()) is not None:
         guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
     bar = cfg.progress_bar and queue is None
+    if cfg.accelerator not in (runnable := runnable_accelerators()):  # a valid name, `cuda` with no GPU
+        raise ConfigError(f"trainer.accelerator: {cfg.accelerator!r} cannot run on this machine; it runs: "
+                          f"{', '.join(runnable)}")
     try:
         return L.Trainer(
             accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
@@ -203,8 +206,17 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
             callbacks=[*guards, *([StepProgressBar()] if bar else []), *callbacks],
             plugins=[AtomicCheckpointIO()],
         )
-    except MisconfigurationException as err:  # a valid name this machine cannot run: `cuda` with no GPU
+    except MisconfigurationException as err:  # settings this machine cannot run: more devices than it has
         raise ConfigError(f"trainer: {err}") from None
+
+
+def runnable_accelerators() -> list[str]:
+    """The `accelerator` values that can run here (`auto` always can; `gpu` where CUDA or MPS can)."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    names = [name for name in AcceleratorRegistry.available_accelerators()
+             if AcceleratorRegistry[name]["accelerator"].is_available()]
+    return ["auto", *(["gpu"] if {"cuda", "mps"} & set(names) else []), *sorted(names)]
 
 
 RUN_STATE = "run_state.json"

@@ -63,6 +63,9 @@ class CompletionsConfig:
     def check(self) -> None:
         if self.source not in ("stories", "ptb"):
             raise ConfigError(f"source: 'stories' or 'ptb', got {self.source!r}")
+        if self.greedy not in self.components:
+            raise ConfigError(f"greedy: {self.greedy!r} is not one of the components; allowed: "
+                              f"{', '.join(self.components)}")
 
 
 def prompts(cfg: CompletionsConfig, stories: Path) -> list[str]:
@@ -103,8 +106,6 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "completions", CompletionsConfig)
     torch.set_num_threads(cfg.threads)
-    if cfg.greedy not in cfg.components:
-        raise ConfigError(f"greedy: {cfg.greedy!r} is not one of the components {cfg.components}")
     components = load_components(args.components, cfg.components)
     models = {name: model.eval() for name, model in zip(cfg.components, components)}
     tokenizers = dict(zip(cfg.components, load_component_tokenizers(args.components, cfg.components)))
