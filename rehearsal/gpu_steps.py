@@ -111,7 +111,7 @@ def run_one(work: Work, steps: int) -> dict:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", default=None, metavar="PIPELINE:STAGE:INDEX")
     parser.add_argument("--steps", type=positive_int, default=3)
     parser.add_argument("--budget-s", type=float, default=float("inf"))

@@ -9,6 +9,8 @@ leaf by leaf, weights tensor by tensor, and any other file by its bytes. JSON le
 measure time (keys such as `elapsed_s`, `ms_per_token`, `speedup`; ledger claims about latency or
 throughput; in a file named for latency, everything but memory sizes) may differ, and so may a
 figure named for latency; every other difference is a disagreement. Exit status 1 when there is one.
+An output that neither checkout holds (data outside git that neither has made) is listed as not
+compared.
 """
 
 from __future__ import annotations
@@ -87,9 +89,10 @@ def digest(path: Path) -> str:
 
 
 def compare_file(a: Path, b: Path, name: str) -> str | None:
-    """None when the two files agree, "timing" when only timing values differ, else the disagreement."""
+    """None when the two files agree, "timing" when only timing values differ, "absent" when neither
+    checkout has the file (nothing to compare: data that neither has made), else the disagreement."""
     if not a.is_file() and not b.is_file():
-        return f"{name}: in neither checkout"
+        return "absent"
     if not b.is_file() or not a.is_file():
         return f"{name}: only in {'this' if a.is_file() else 'the other'} checkout"
     if digest(a) == digest(b):
@@ -132,10 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         outputs = sorted(locked_outputs(args.here, pipeline) | locked_outputs(args.other, pipeline))
         findings = {path: compare_output(args.here, args.other, path) for path in outputs}
         timing = [path for path, found in findings.items() if found and set(found) == {"timing"}]
-        problems = [f for found in findings.values() for f in found if f != "timing"]
+        absent = [path for path, found in findings.items() if found == ["absent"]]
+        problems = [f for found in findings.values() for f in found if f not in ("timing", "absent")]
         identical = sum(not found for found in findings.values())
         print(f"{pipeline}: {identical} outputs identical, {len(timing)} differ only in timing"
-              f"{' (' + ', '.join(timing) + ')' if timing else ''}, {len(problems)} disagreements")
+              f"{' (' + ', '.join(timing) + ')' if timing else ''}, {len(problems)} disagreements"
+              f"{f', {len(absent)} in neither checkout, not compared (' + ', '.join(absent) + ')' if absent else ''}")
         for problem in problems:
             print(f"  {problem}")
         disagreements += len(problems)

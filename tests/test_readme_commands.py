@@ -83,7 +83,16 @@ def examples(readme: Path) -> list[Example]:
             block = None
         elif block is not None:
             block.append((number, line))
-    return found
+    return found + inline_experiments(readme)
+
+
+def inline_experiments(readme: Path) -> list[Example]:
+    """`dvc exp run ...` written inline in the prose (a code span, possibly over several lines): its
+    overrides are checked as a block's are (two such spans lacked the `++` that DVC needs)."""
+    text = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), readme.read_text(), flags=re.M | re.S)
+    return [Example(f"{readme.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}", "bash",
+                    " ".join(m.group(1).split()))
+            for m in re.finditer(r"`(dvc exp run [^`]*)`", text)]
 
 
 def shell_commands(block: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -121,6 +130,12 @@ def check_overrides(values: list[str], scratch: Path) -> None:
     validate_params_files(scratch)
 
 
+def experiment_targets(words: list[str]) -> list[str]:
+    """The stages a `dvc exp run` names (words that are neither options nor an option's value)."""
+    return [word for i, word in enumerate(words[3:], 3)
+            if not word.startswith("-") and words[i - 1] not in ("-S", "--set-param")]
+
+
 def expand(words: list[str]) -> list[list[str]]:
     """`<paper>` stands for each paper."""
     if not any("<paper>" in word for word in words):
@@ -151,6 +166,8 @@ def test_readme_example(example, smoke_root_repro, tmp_path):
         elif words[:3] == ["dvc", "exp", "run"]:
             assert overrides(words), f"{example.where}: a `dvc exp run` example without -S: run it here instead"
             check_overrides(overrides(words), tmp_path)
+            for target in experiment_targets(words):
+                _run([sys.executable, "-m", "dvc", "stage", "list", target], repo)
         elif words[:2] == ["dvc", "repro"] and any(is_paper_target(w) for w in words[2:]):
             for target in filter(is_paper_target, words[2:]):
                 _run([sys.executable, "-m", "dvc", "stage", "list", target], repo)

@@ -66,13 +66,22 @@ def test_a_lock_of_the_wrong_shape_is_one_line(lock, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"error: {other / 'dvc.lock'}: not a readable dvc.lock"
 
 
-def test_weights_of_another_precision_disagree_and_an_output_in_neither_checkout_is_named(tmp_path, capsys):
+def test_weights_of_another_precision_disagree(tmp_path, capsys):
     status, out = run(tmp_path, capsys, {"loss": 1.5, "elapsed_s": 3.0,
                                          "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]},
                       torch.ones(3, dtype=torch.float16))
     assert status == 1 and "data/run/model.safetensors: weights differ" in out
+
+
+def test_an_output_in_neither_checkout_is_named_and_not_a_disagreement(tmp_path, capsys):
+    """Two fresh clones hold no `data/`: what neither has made cannot disagree (it failed them both)."""
+    run(tmp_path, capsys, {"loss": 1.5, "elapsed_s": 3.0, "claims": [{"id": "fig5-flat-latency", "ours": 2.0}]},
+        torch.ones(3))
     for side in ("a", "b"):
         (tmp_path / side / "results/table.md").unlink()
-    status, out = main([str(tmp_path / "b"), "--here", str(tmp_path / "a"), "--pipelines", "dvc.yaml"]), \
-        capsys.readouterr().out
-    assert "results/table.md: in neither checkout" in out
+    status = main([str(tmp_path / "b"), "--here", str(tmp_path / "a"), "--pipelines", "dvc.yaml"])
+    out = capsys.readouterr().out
+    assert status == 0 and "0 disagreements, 1 in neither checkout, not compared (results/table.md)" in out
+    (tmp_path / "b/results/r.json").unlink()
+    status = main([str(tmp_path / "b"), "--here", str(tmp_path / "a"), "--pipelines", "dvc.yaml"])
+    assert status == 1 and "results/r.json: only in this checkout" in capsys.readouterr().out

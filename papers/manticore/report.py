@@ -1027,7 +1027,7 @@ def projector_budget_claim(res: dict) -> dict:
         evidence=f"the stage, one seed on components pretrained on the same stories "
                  f"(Manticore[{', '.join(res['components'])}]): best alpha {reading}; {shows}; the specialist pair's "
                  "landscape by budget, three seeds outside the pipeline, under the stage's design, is the README's "
-                 "sizing table (`python -m sizing.manticore_specialists budgets --seed S`)")
+                 "sizing table (`python -m sizing.manticore_specialists budgets --seed S --out FILE`)")
 
 
 def build_ledger(results: dict[str, dict]) -> list[dict]:
