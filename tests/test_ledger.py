@@ -20,6 +20,7 @@ from common.eval.ledger import (
     judge_non_inferiority,
     paired_differences,
     run_above_chance,
+    spread,
 )
 from tests.conftest import ROOT
 
@@ -55,6 +56,26 @@ def test_an_interval_spanning_zero_is_inconclusive():
 def test_a_failing_positive_control_is_inconclusive():
     verdict, why = judge_difference([-0.3, -0.31, -0.29], -1, control_ok=False)
     assert verdict == "inconclusive" and "control" in why
+
+
+@pytest.mark.parametrize("judge", [lambda d: judge_difference(d, -1), lambda d: judge_difference(d, +1),
+                                   lambda d: judge_equivalence(d, 0.1), lambda d: judge_non_inferiority(d, 0.1)],
+                         ids=["smaller", "larger", "equivalent", "non-inferior"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_value_that_is_not_finite_is_inconclusive_never_a_verdict(judge, bad):
+    """A diverged seed or a missing score (NaN) made `statistics` raise an AttributeError inside the
+    report; compared as NaN, it would have counted as below or above every bound."""
+    verdict, why = judge([-0.3, bad, -0.29])
+    assert verdict == "inconclusive" and "not finite" in why
+    assert all(math.isnan(end) for end in interval([1.0, bad, 2.0]))
+    assert not above_chance([0.5, bad, 0.6], chance=0.1)
+    assert not above_chance([0.5, bad, 0.6], chance=9.0, higher_is_better=False)
+    assert math.isnan(spread([1.0, bad])["mean"]) and math.isnan(spread([1.0, bad])["std"])
+
+
+def test_an_equivalence_margin_below_zero_is_a_programming_error():
+    with pytest.raises(ValueError, match="margin must be at least 0"):
+        judge_equivalence([0.0, 0.0, 0.0], margin=-0.1)
 
 
 def test_the_opposite_direction_is_not_reproduced():

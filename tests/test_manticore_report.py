@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from common.eval.ledger import judge_difference
 from papers.manticore.report import (
+    better_alone,
     build_ledger,
     late_movement,
     mad_claims,
@@ -12,6 +14,7 @@ from papers.manticore.report import (
     programmed_claim,
     specialist_claims,
     specialists,
+    task_arms,
 )
 from tests.test_manticore_lra_sizing import sized as lra_sized
 from tests.test_manticore_lra_sizing import table as lra_table
@@ -294,3 +297,20 @@ def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_noth
     assert entry["chance"] == 4.8
     learned = programmed({"in-context-recall": 0.9, "selective-copying": 0.5})
     assert learned["verdict"] == "inconclusive" and learned["why"].startswith("the MAD searches learned every task")
+
+
+def test_beats_both_is_judged_against_the_better_component_of_each_seed():
+    """A component that is worse by mean but better in one seed still counts there: against the
+    better by mean alone, Manticore 'beat both' below while losing seed 0 to the other component."""
+    alone = {"a": [2.00, 2.01, 1.99], "b": [1.50, 2.60, 2.10]}
+    manticore = [1.90, 1.93, 1.88]
+    runs = [{"components": ["a", "b"], "tasks": {"mix": {"alone": {n: {"loss": {"mix": alone[n][i]}} for n in alone},
+                                                         "manticore": {"loss": {"mix": manticore[i]}}}}}
+            for i in range(3)]
+    arms, better = task_arms(runs, "mix")
+    assert better == ["b", "a", "a"]
+    name, best = better_alone(arms, better)
+    assert name == "the better component in each seed" and best == [1.50, 2.01, 1.99]
+    assert judge_difference([c - m for c, m in zip(best, manticore)], +1)[0] == "inconclusive"
+    assert judge_difference([c - m for c, m in zip(alone["a"], manticore)], +1)[0] == "reproduced"
+    assert better_alone(arms, ["a", "a", "a"]) == ("a", alone["a"])

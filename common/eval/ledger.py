@@ -41,15 +41,21 @@ Verdict = Literal["reproduced", "direction reproduced", "not reproduced", "incon
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
-    """Mean, sample standard deviation (0 for one value), count and the values themselves."""
+    """Mean, sample standard deviation (0 for one value), count and the values themselves; a value
+    that is not finite (a diverged run, a missing score) makes the mean and the std NaN."""
     values = [float(v) for v in values]
+    if not all(map(math.isfinite, values)):
+        return {"mean": math.nan, "std": math.nan, "n": len(values), "values": values}
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
             "n": len(values), "values": values}
 
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """Two-sided t-interval of the mean of `values` (independent draws, e.g. one per seed)."""
+    """Two-sided t-interval of the mean of `values` (independent draws, e.g. one per seed); NaN at
+    both ends when a value is not finite, so that no comparison with it holds."""
     n = len(values)
+    if not all(math.isfinite(float(v)) for v in values):
+        return (math.nan, math.nan)
     if n < 2:
         return (-math.inf, math.inf)
     mean, sd = statistics.fmean(values), statistics.stdev(values)
@@ -82,6 +88,8 @@ def _undecidable(differences: Sequence[float], above_chance_ok: bool,
     """`inconclusive` and why, when the experiment cannot decide whatever the difference; else None."""
     if len(differences) < MIN_SEEDS:  # a `paper` run with fewer seeds, or the rehearsal's one
         return "inconclusive", f"{len(differences)} seed(s); a verdict needs at least {MIN_SEEDS}"
+    if not all(math.isfinite(float(d)) for d in differences):
+        return "inconclusive", "a seed's value is not finite (a diverged run or a missing score)"
     if not above_chance_ok:
         return "inconclusive", "a model is not measurably above chance"
     if control_ok is False:
@@ -114,6 +122,8 @@ def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1],
 def judge_equivalence(differences: Sequence[float], margin: float, *, above_chance_ok: bool = True,
                       control_ok: bool | None = None) -> tuple[Verdict, str]:
     """The verdict on a claim of no difference, within +-`margin`; with why."""
+    if margin < 0:
+        raise ValueError(f"an equivalence margin must be at least 0, got {margin}")
     if (undecidable := _undecidable(differences, above_chance_ok, control_ok)) is not None:
         return undecidable
     low, high = interval(differences)
