@@ -66,8 +66,18 @@ def test_a_figure3_set_mixed_with_alpaca_holds_half_alpaca_and_no_document_twice
 def test_a_set_too_small_for_its_counts_says_so(standins, monkeypatch):
     monkeypatch.setenv(ENV, str(standins))
     cfg = FineTuneTasksConfig(tasks={"ar": TaskSpec(source="hub", hub="xquad_ar")}, n_train=5000, n_validation=10)
-    with pytest.raises(DataError, match="xquad_ar: 600 documents, the task needs n_train \\+ n_validation = 5010"):
+    with pytest.raises(DataError, match="xquad_ar: 600 distinct documents, the task needs "
+                                        "n_train \\+ n_validation = 5010"):
         task_texts(cfg.tasks["ar"], cfg, stories=None)
+
+
+def test_the_generated_instructions_task_holds_each_document_once():
+    """Short templated instructions repeat ("Give the opposite of the word loud."): drawn as generated,
+    11 of 300 validation documents were training documents too (found 2026-11-28)."""
+    cfg = FineTuneTasksConfig(tasks={"instructions": TaskSpec(source="instructions")}, n_train=1500, n_validation=300)
+    texts = task_texts(cfg.tasks["instructions"], cfg, stories=None)
+    assert len(texts) == 1800 and len(set(texts)) == 1800
+    assert not set(texts[:1500]) & set(texts[1500:])
 
 
 def test_a_tasks_own_counts_and_steps_replace_the_stages():

@@ -75,8 +75,10 @@ def prompts(cfg: CompletionsConfig, stories: Path) -> list[str]:
         corpus = load_dataset_dir(stories, splits=("validation",), columns=("text",),
                                   hint="run `dvc repro generate_stories` first")
         texts = corpus["validation"]["text"]
-    out = [" ".join(t.split()[:cfg.prompt_words]) for t in texts if len(t.split()) >= cfg.prompt_words]
-    return out[:cfg.n_prompts]
+    # Each prompt once: stories open with a few templates ("A long time ago," starts 100 of 1,000),
+    # and a prompt twice would be completed twice alike (greedily), once on each side of the split.
+    out = dict.fromkeys(" ".join(t.split()[:cfg.prompt_words]) for t in texts if len(t.split()) >= cfg.prompt_words)
+    return list(out)[:cfg.n_prompts]
 
 
 @torch.no_grad()
@@ -101,6 +103,22 @@ def complete_all(model: LanguageModel, tokenizer, texts: list[str], cfg: Complet
     return out
 
 
+def split_by_prompt(done: dict[str, list[str]], validation_fraction: float, seed: int) -> dict[str, list[dict]]:
+    """Rows `{"text", "slice"}` of train and validation, from each component's completions of the same
+    prompts (`done[component][i]` completes prompt i). Split by prompt, so that the components'
+    completions of one prompt fall on the same side; each side's rows shuffled."""
+    rng = random.Random(seed)
+    n = len(next(iter(done.values())))
+    order = rng.sample(range(n), n)
+    n_val = int(n * validation_fraction)
+    splits = {}
+    for name, ids in (("train", order[n_val:]), ("validation", order[:n_val])):
+        rows = [{"text": done[c][i], "slice": c} for i in ids for c in done]
+        rng.shuffle(rows)
+        splits[name] = rows
+    return splits
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
@@ -113,11 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     texts = prompts(cfg, args.stories)
     done = {name: complete_all(model, tokenizers[name], texts, cfg, greedy=name == cfg.greedy, seed=cfg.seed)
             for name, model in models.items()}
-    rows = [{"text": done[name][i], "slice": name} for i in range(len(texts)) for name in models]
-    random.Random(cfg.seed).shuffle(rows)
-    n_val = int(len(rows) * cfg.validation_fraction)
-    text = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[n_val:]),
-                                 "validation": datasets.Dataset.from_list(rows[:n_val])})
+    splits = split_by_prompt(done, cfg.validation_fraction, cfg.seed)
+    text = datasets.DatasetDict({name: datasets.Dataset.from_list(rows) for name, rows in splits.items()})
     tokenizer = tokenizers[cfg.components[0]]  # the hybrid's
     with atomic_dir(args.out) as tmp:
         text.save_to_disk(str(tmp / "text"))
@@ -127,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         write_manifest(tmp / "tokenized", stage="completions", params={"profile": profile, **asdict(cfg),
                                                                      "tokenizer": tokenizer_fingerprint(tokenizer)},
                        counts={split: len(ds) for split, ds in tokenized.items()}, seed=cfg.seed)
-    samples = {name: [r["text"] for r in rows if r["slice"] == name][:3] for name in models}
+    samples = {name: [r["text"] for r in splits["train"] if r["slice"] == name][:3] for name in models}
     write_json(args.summary, {"profile": profile, "rows": {s: len(d) for s, d in text.items()}, "samples": samples})
     log.info("wrote %s: %s rows", args.out, {s: len(d) for s, d in text.items()})
 

@@ -57,7 +57,7 @@ from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
 from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, val_loss
-from papers.manticore.instructions import generate_instructions, mix_genres
+from papers.manticore.instructions import distinct_instructions, generate_instructions, mix_genres
 from papers.manticore.landscape import LandscapeConfig, landscape, search_alphas
 
 log = logging.getLogger("finetune_tasks")
@@ -129,18 +129,20 @@ def task_texts(task: TaskSpec, cfg: FineTuneTasksConfig, stories: Path) -> list[
         except ValueError as err:  # too few distinct documents in one of them
             raise DataError(f"{task.hub} with {task.mix_with}: {err}") from None
     elif task.source == "hub":
-        texts = load_hub_text(task.hub, "train", data_files=task.data_files, limit=n)["text"]
+        texts = load_hub_text(task.hub, "train", data_files=task.data_files, limit=2 * n)["text"]  # room for repeats
     elif task.source == "instructions":
-        texts = generate_instructions(n, cfg.seed)["text"]
+        texts = distinct_instructions(n, 0, seed=cfg.seed)
     else:
         story_pool = load_dataset_dir(stories, splits=("validation",), columns=("text",),
                                       hint="run `dvc repro generate_stories` first")["validation"]["text"]
         texts = story_pool if task.source == "stories" else mix_genres(
             story_pool, generate_instructions(n, cfg.seed)["text"], task.fraction_mixed, n, cfg.seed)
+    # A document twice could fall on both sides of the split: validation would score training text.
+    texts = list(dict.fromkeys(texts))
     if len(texts) < n:
-        raise DataError(f"{task.hub or task.source}: {len(texts)} documents, the task needs "
+        raise DataError(f"{task.hub or task.source}: {len(texts)} distinct documents, the task needs "
                         f"n_train + n_validation = {n}")
-    texts = list(texts[:n])
+    texts = texts[:n]
     random.Random(cfg.seed).shuffle(texts)
     return texts
 

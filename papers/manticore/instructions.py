@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator
 
 from common.data.hub import _alpaca_text
 from common.data.stories import BOY_NAMES, GIRL_NAMES, LIKES, OBJECTS, PLACES, TRAITS
+from common.errors import DataError
 
 INSTRUCTION_FIELDS = ("text", "instruction", "input", "output", "kind", "doc_id")
 
@@ -820,6 +821,20 @@ def generate_instructions(n: int, seed: int, start: int = 0) -> dict[str, list]:
         for f in INSTRUCTION_FIELDS:
             columns[f].append(record[f])
     return columns
+
+
+def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset(), seed: int = 0) -> list[str]:
+    """`n` distinct generated instructions from id `start` on, none of them in `exclude` (short
+    templated tasks repeat: "What comes after Monday?" is one document however often it is drawn)."""
+    docs, batch = [], 2 * n
+    while True:
+        docs = [d for d in dict.fromkeys(generate_instructions(batch, seed, start)["text"]) if d not in exclude]
+        if len(docs) >= n:
+            return docs[:n]
+        if batch >= 64 * n:
+            raise DataError(f"the instruction generator gives only {len(docs)} distinct documents in {batch}; "
+                            f"{n} are needed")
+        batch *= 2
 
 
 def mix_genres(a: list[str], b: list[str], fraction_b: float, n: int, seed: int) -> list[str]:

@@ -71,7 +71,7 @@ from papers.manticore.alphas import sweep_grid
 from papers.manticore.encyclopedia import generate_entries
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
-from papers.manticore.instructions import generate_instructions, mix_genres
+from papers.manticore.instructions import distinct_instructions, mix_genres
 from papers.manticore.landscape import search_alphas
 from papers.manticore.search import SearchConfig, alpha_trajectory, snapshot
 from papers.manticore.vocabulary import check_component_names, components_for_hybrid
@@ -147,20 +147,6 @@ class SpecialistsConfig:
         return FineTuneConfig(seed=seed, n_blocks=self.n_blocks, components=pair.components,
                               projector_steps=self.projector_steps, train_steps=self.train_steps,
                               batch_size=self.batch_size, optim=self.optim, trainer=self.trainer)
-
-
-def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset()) -> list[str]:
-    """`n` distinct generated instructions from id `start` on, none of them in `exclude` (short
-    templated tasks repeat: "What comes after Monday?" is one document however often it is drawn)."""
-    docs, batch = [], 2 * n
-    while True:
-        docs = [d for d in dict.fromkeys(generate_instructions(batch, 0, start)["text"]) if d not in exclude]
-        if len(docs) >= n:
-            return docs[:n]
-        if batch >= 64 * n:
-            raise DataError(f"the instruction generator gives only {len(docs)} distinct documents in {batch}; "
-                            f"{n} are needed")
-        batch *= 2
 
 
 def distinct_entries(n: int) -> list[str]:
