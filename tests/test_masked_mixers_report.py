@@ -188,7 +188,8 @@ SPIKY = [[5.0, 3.0, 4.0, 2.0, 1.8]] * 3  # rises 1.0 > ln 2 above its lowest so 
 
 @pytest.mark.parametrize(("without", "with_", "loss", "verdict"), [
     (SPIKY, SMOOTH, [2.0, 2.1, 2.2], "reproduced"),
-    (SMOOTH, SMOOTH, [2.0, 2.1, 2.2], "not reproduced"),
+    # a calm loss cannot refute the blog's claim, which is about the gradients ("gradients spikes to infinity")
+    (SMOOTH, SMOOTH, [2.0, 2.1, 2.2], "inconclusive"),
     (SMOOTH, SMOOTH, [5.1, 5.2, 5.3], "inconclusive"),  # at the unigram loss: it learnt nothing to be stable at
     (SPIKY, SPIKY, [2.0, 2.1, 2.2], "inconclusive"),  # the control spikes too
     (SPIKY[:1] + SMOOTH[1:], SMOOTH, [2.0, 2.1, 2.2], "inconclusive"),

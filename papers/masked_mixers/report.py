@@ -166,7 +166,8 @@ def norms_claims(norms: dict, clm: dict) -> list[dict]:
               f"is a rise of ln 2 = {SPIKE:.3f} or more")
     for name, id, claim, where, spikes_claimed in (
             ("llama_h4", "blog-transformer-unstable-without-norms",
-             "Without layer norms a transformer's training becomes unstable (loss and gradients spike)",
+             "Without layer norms a transformer's training becomes unstable: its gradients spike to infinity (the "
+             "blog's words; here seen through the training loss)",
              "blog Masked Mixers II (removing norms or residuals from a transformer)", True),
             ("mixer_flat", "blog-mixer-stable-without-norms",
              "Without layer norms a masked mixer still trains with no loss spikes",
@@ -182,8 +183,11 @@ def norms_claims(norms: dict, clm: dict) -> list[dict]:
         elif spikes_claimed and all(spiked):
             verdict, why = "reproduced", "every seed without norms spikes, none with them"
         elif spikes_claimed and not any(spiked) and learned:
-            verdict, why = "not reproduced", (f"no seed without norms spikes (at {clm['sizes']['n_layers']} layers; "
-                                              "the blog does not say at which depth it saw the spikes)")
+            # The blog's instability is in the gradients, which these runs clip and do not log: a calm
+            # loss does not show that the gradients stayed finite.
+            verdict, why = "inconclusive", (f"no seed's loss without norms spikes (at {clm['sizes']['n_layers']} "
+                                            "layers; the blog does not say at which depth it saw the spikes), but the "
+                                            "blog's instability is its gradients ('gradients spikes to infinity')")
         elif not spikes_claimed and any(spiked):
             verdict, why = "not reproduced", f"spikes in {count} of {n} seeds without norms"
         elif not spikes_claimed and learned:
