@@ -312,3 +312,14 @@ def test_mix_counts_duplicates_once():
         mix_genres(["same"] * 5, ["b1", "b2"], 0.0, 2, seed=0)
     with pytest.raises(ValueError, match="n must be >= 0"):
         mix_genres(["a"], ["b"], 0.5, -1, seed=0)
+
+
+def test_the_held_out_overlap_counts_documents_and_their_share_of_tokens():
+    from papers.manticore.heldout_overlap import overlap
+
+    class Words:  # a tokenizer of one token per word
+        def encode(self, text, add_special_tokens=False):
+            return text.split()
+
+    found = overlap(["a b c", "d e", "f g h i j"], {"d e", "x"}, Words())
+    assert found == {"documents": 3, "seen": 1, "token_share": 2 / 10}
