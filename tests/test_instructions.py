@@ -315,7 +315,7 @@ def test_mix_counts_duplicates_once():
 
 
 def test_the_held_out_overlap_counts_documents_and_their_share_of_tokens():
-    from papers.manticore.heldout_overlap import overlap
+    from sizing.manticore_heldout_overlap import overlap
 
     class Words:  # a tokenizer of one token per word
         def encode(self, text, add_special_tokens=False):

@@ -6,7 +6,7 @@ settings (no stage output is read), the documents held out in `instruction_text`
 and in `specialists`' instruction validation set that also occur in `instruction_text`'s training
 split, by count and by share of their tokens in the story tokenizer:
 
-    python -m papers.manticore.heldout_overlap --params papers/manticore/params.yaml --tokenizer data/tokenizer
+    python -m sizing.manticore_heldout_overlap --params papers/manticore/params.yaml --tokenizer data/tokenizer
 """
 
 from __future__ import annotations
