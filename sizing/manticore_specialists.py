@@ -32,6 +32,7 @@ from common.stages import file_in_the_way
 from common.training.modules import CausalLMModule
 from papers.manticore.alphas import sweep_grid
 from papers.manticore.finetune import Runner
+from papers.manticore.instructions import InstructionTextConfig, pretraining_documents
 from papers.manticore.specialists import SpecialistsConfig, curve, genre_losses, with_own_embeddings, write_genre_data
 from papers.manticore.vocabulary import components_for_hybrid
 
@@ -42,12 +43,15 @@ COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
 def setup(run_dir: Path, design: dict, seed: int, n_projector: int | None = None):
     """The stage's `tiny` config (validations every 100 steps) with `design`'s `projector_text` and
     `carry_embeddings` where not None, the pair's components and one seed's data."""
-    cfg = stage_config(load_yaml(Path("papers/manticore/params.yaml")), "specialists", SpecialistsConfig, "tiny")
+    params = load_yaml(Path("papers/manticore/params.yaml"))
+    cfg = stage_config(params, "specialists", SpecialistsConfig, "tiny")
+    pretrained = frozenset(pretraining_documents(stage_config(params, "instruction_text", InstructionTextConfig,
+                                                              "tiny"))["train"])
     cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, trainer=replace(cfg.trainer, val_every_n_steps=100),
                   **{key: value for key, value in design.items() if value is not None})
     pair = cfg.pairs[PAIR]
     components, tokenizer = components_for_hybrid(COMPONENTS, pair.components)
-    data = write_genre_data(cfg, seed, tokenizer, STORIES, run_dir / "data")
+    data = write_genre_data(cfg, seed, tokenizer, STORIES, run_dir / "data", pretrained=pretrained)
     return cfg, pair, components, tokenizer, data
 
 

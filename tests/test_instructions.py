@@ -314,12 +314,14 @@ def test_mix_counts_duplicates_once():
         mix_genres(["a"], ["b"], 0.5, -1, seed=0)
 
 
-def test_the_held_out_overlap_counts_documents_and_their_share_of_tokens():
-    from sizing.manticore_heldout_overlap import overlap
+def test_instruction_text_validation_is_distinct_and_unseen_in_its_training_split():
+    from papers.manticore.instructions import InstructionTextConfig, pretraining_documents
 
-    class Words:  # a tokenizer of one token per word
-        def encode(self, text, add_special_tokens=False):
-            return text.split()
-
-    found = overlap(["a b c", "d e", "f g h i j"], {"d e", "x"}, Words())
-    assert found == {"documents": 3, "seen": 1, "token_share": 2 / 10}
+    cfg = InstructionTextConfig(seed=0, start=1_000_000, n_train=3_000, n_validation=300)
+    docs = pretraining_documents(cfg)
+    train = set(docs["train"])
+    assert docs["train"] == generate_instructions(3_000, 0, 1_000_000)["text"], "train: the generator's ids as they are"
+    # The failure this guards against: the next ids as generated repeat training documents.
+    assert set(generate_instructions(300, 0, 1_003_000)["text"]) & train
+    assert len(docs["validation"]) == len(set(docs["validation"])) == 300
+    assert not set(docs["validation"]) & train

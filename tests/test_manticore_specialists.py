@@ -82,6 +82,21 @@ def test_genre_documents_hold_out_the_same_documents_for_every_seed(smoke_data):
     assert docs[0]["train"] != docs[1]["train"], "each seed draws and orders its own mix"
 
 
+def test_held_out_instructions_leave_out_what_the_instruction_components_pretrained_on(smoke_data):
+    from papers.manticore.instructions import InstructionTextConfig, pretraining_documents
+
+    cfg = SpecialistsConfig(n_train=20, n_projector=20, n_validation=25, fraction_instructions=0.5)
+    pretrained = frozenset(pretraining_documents(InstructionTextConfig(n_train=20_000, n_validation=10))["train"])
+    assert set(genre_documents(cfg, 0, smoke_data["stories"])["validation_instructions"]) & pretrained, \
+        "the check needs short tasks the pretraining text repeats"
+    for projector_text in ("encyclopedia", "genres"):
+        docs = genre_documents(replace(cfg, projector_text=projector_text), 0, smoke_data["stories"],
+                               single_genre=True, pretrained=pretrained)
+        assert len(docs["validation_instructions"]) == 25
+        for name, texts in docs.items():
+            assert not set(texts) & pretrained, name
+
+
 def test_projector_text_is_a_third_genre_held_out_apart_or_the_two_fine_tuning_genres(smoke_data):
     cfg = SpecialistsConfig(n_train=40, n_projector=20, n_validation=10, fraction_instructions=0.5)
     docs = {seed: genre_documents(cfg, seed, smoke_data["stories"]) for seed in (0, 1)}

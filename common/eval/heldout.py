@@ -15,19 +15,22 @@ def heldout_loss(net: nn.Module, rows, batch_size: int = 16, n_ctx: int | None =
                  max_rows: int | None = None) -> float:
     """Mean next-token cross-entropy (nats) over every non-padding label of `rows` (a tokenized
     split: `input_ids` and `attention_mask`), token-weighted across batches so the result does not
-    depend on `batch_size`. `n_ctx` cuts rows to their first tokens; `max_rows` reads only the first rows."""
+    depend on `batch_size`. `n_ctx` cuts rows to their first tokens; `max_rows` reads only the first rows.
+    Computed on the GPU when there is one (a network comes back from Lightning's `fit` on the CPU),
+    and the network is left where it was."""
     n = len(rows) if max_rows is None else min(max_rows, len(rows))
     if n == 0:
         raise ValueError("heldout_loss: no rows")
-    was_training = net.training
-    net.eval()
+    was_training, home = net.training, next(net.parameters()).device
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    net.eval().to(device)
     total, count = 0.0, 0
     for start in range(0, n, batch_size):
         batch = collate_lm([rows[i] for i in range(start, min(start + batch_size, n))])
-        input_ids, labels = batch["input_ids"][:, :n_ctx], batch["labels"][:, :n_ctx]
+        input_ids, labels = batch["input_ids"][:, :n_ctx].to(device), batch["labels"][:, :n_ctx].to(device)
         logits, labels = align(_unwrap(net(input_ids)), labels)
         total += F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX,
                                  reduction="sum").item()
         count += int((labels != IGNORE_INDEX).sum())
-    net.train(was_training)
+    net.train(was_training).to(home)
     return total / count

@@ -6,8 +6,11 @@ pretrains on the stories and the other on these generated Alpaca-style instructi
 (`papers.manticore.instructions`), tokenized with the story tokenizer and packed into
 `block_size` blocks as the stories are (`data/tokenized/packed`).
 
-Documents `start .. start + n_train + n_validation - 1` of the generator's `seed` (validation
-last): `start` keeps them apart from the instructions the fine-tuning stages draw (ids from 0).
+Train: documents `start .. start + n_train - 1` of the generator's `seed`; validation: distinct
+documents from the next ids on that are not in train (short templated tasks repeat, and a repeat
+on both sides would flatter the margin check). `start` keeps them apart from the ids the
+fine-tuning stages draw from (0 on); `specialists` also leaves every train document out of its
+held-out instructions (`instructions.pretraining_documents`).
 """
 
 from __future__ import annotations
@@ -19,28 +22,18 @@ from common.stages import load_stage, stage_cli
 CLI = stage_cli(__name__, __doc__, "tokenizer", "out", "summary")
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import datasets
 
-from common.config import bounded, seed_field
 from common.data.manifest import write_manifest
 from common.data.tokenized import tokenize_packed
 from common.data.tokenizer import load_tokenizer, tokenizer_fingerprint
 from common.errors import DataError, exit_on_user_error
 from common.io import atomic_dir, write_json
-from papers.manticore.instructions import generate_instructions
+from papers.manticore.instructions import InstructionTextConfig, pretraining_documents
 
 log = logging.getLogger("instruction_text")
-
-
-@dataclass
-class InstructionTextConfig:
-    seed: int = seed_field()
-    start: int = bounded(1_000_000, ge=0)
-    n_train: int = bounded(20_000, ge=1)
-    n_validation: int = bounded(1_000, ge=1)
-    block_size: int = bounded(256, ge=2)
 
 
 @exit_on_user_error
@@ -48,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "instruction_text", InstructionTextConfig)
     tokenizer = load_tokenizer(args.tokenizer)
-    texts = generate_instructions(cfg.n_train + cfg.n_validation, cfg.seed, cfg.start)["text"]
-    splits = {"train": texts[:cfg.n_train], "validation": texts[cfg.n_train:]}
+    splits = pretraining_documents(cfg)
     with atomic_dir(args.out) as tmp:
         packed = datasets.DatasetDict({split: tokenize_packed(rows, tokenizer, cfg.block_size)
                                        for split, rows in splits.items()})

@@ -49,7 +49,9 @@ documents from a second genre, e.g. these, among the stories), deterministically
 
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+from common.config import bounded, seed_field
 from common.data.hub import _alpaca_text
 from common.data.stories import BOY_NAMES, GIRL_NAMES, LIKES, OBJECTS, PLACES, TRAITS
 from common.errors import DataError
@@ -835,6 +837,26 @@ def distinct_instructions(n: int, start: int, exclude: set[str] = frozenset(), s
             raise DataError(f"the instruction generator gives only {len(docs)} distinct documents in {batch}; "
                             f"{n} are needed")
         batch *= 2
+
+
+@dataclass
+class InstructionTextConfig:
+    """The `instruction_text` section: the documents a specialist component pretrains on. Here, not
+    in the stage, because `specialists` reads it too: its held-out instructions leave these out."""
+    seed: int = seed_field()
+    start: int = bounded(1_000_000, ge=0)
+    n_train: int = bounded(20_000, ge=1)
+    n_validation: int = bounded(1_000, ge=1)
+    block_size: int = bounded(256, ge=2)
+
+
+def pretraining_documents(cfg: InstructionTextConfig) -> dict[str, list[str]]:
+    """`instruction_text`'s documents. train: ids `start .. start + n_train - 1` as generated (a
+    repeat is one more pass over a short task, not a leak); validation: `n_validation` distinct
+    documents from the next ids on, none of them in train (the margin check scores them)."""
+    train = generate_instructions(cfg.n_train, cfg.seed, cfg.start)["text"]
+    validation = distinct_instructions(cfg.n_validation, cfg.start + cfg.n_train, exclude=set(train), seed=cfg.seed)
+    return {"train": train, "validation": validation}
 
 
 def mix_genres(a: list[str], b: list[str], fraction_b: float, n: int, seed: int) -> list[str]:

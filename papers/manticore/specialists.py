@@ -71,7 +71,12 @@ from papers.manticore.alphas import sweep_grid
 from papers.manticore.encyclopedia import generate_entries
 from papers.manticore.ensemble import LearnedEnsemble
 from papers.manticore.finetune import METHODS, FineTuneConfig, Runner
-from papers.manticore.instructions import distinct_instructions, mix_genres
+from papers.manticore.instructions import (
+    InstructionTextConfig,
+    distinct_instructions,
+    mix_genres,
+    pretraining_documents,
+)
 from papers.manticore.landscape import search_alphas
 from papers.manticore.search import SearchConfig, alpha_trajectory, snapshot
 from papers.manticore.vocabulary import check_component_names, components_for_hybrid
@@ -157,10 +162,12 @@ def distinct_entries(n: int) -> list[str]:
     return entries[:n]
 
 
-def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
-                    single_genre: bool = False) -> dict[str, list[str]]:
+def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path, single_genre: bool = False,
+                    pretrained: set[str] = frozenset()) -> dict[str, list[str]]:
     """The text of one seed's runs: fine-tuning and projector mixes, held-out documents per genre;
-    with `single_genre`, also `n_train` documents of each genre alone (`train_<genre>`)."""
+    with `single_genre`, also `n_train` documents of each genre alone (`train_<genre>`). No
+    instruction is one of `pretrained`, the documents the instruction components pretrained on:
+    short templated tasks repeat, and a held-out one they saw would flatter them."""
     n_instr = round(cfg.n_train * cfg.fraction_instructions)
     story_split = load_dataset_dir(stories, splits=("train", "validation"), columns=("text",),
                                    hint="run `dvc repro generate_stories` first")
@@ -169,7 +176,8 @@ def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
     if len(held_out) < need:
         raise DataError(f"n_validation + the stories of n_train = {need}, but the story corpus holds "
                         f"{len(held_out)} distinct validation stories")
-    instructions = distinct_instructions(cfg.n_validation + (cfg.n_train if single_genre else n_instr), FINE_TUNING_IDS)
+    instructions = distinct_instructions(cfg.n_validation + (cfg.n_train if single_genre else n_instr), FINE_TUNING_IDS,
+                                         exclude=pretrained)
     story_pool = held_out[cfg.n_validation:need]
     instruction_pool = instructions[cfg.n_validation:]
     docs = {"validation_stories": held_out[:cfg.n_validation],
@@ -187,20 +195,21 @@ def genre_documents(cfg: SpecialistsConfig, seed: int, stories: Path,
     else:
         n_proj_instr = round(cfg.n_projector * cfg.fraction_instructions)
         docs["projector"] = mix_genres(list(story_split["train"]["text"][:cfg.n_projector - n_proj_instr]),
-                                       distinct_instructions(n_proj_instr, PROJECTOR_IDS, exclude=set(instructions)),
+                                       distinct_instructions(n_proj_instr, PROJECTOR_IDS,
+                                                             exclude=pretrained | set(instructions)),
                                        cfg.fraction_instructions, cfg.n_projector, seed)
     return docs
 
 
 def write_genre_data(cfg: SpecialistsConfig, seed: int, tokenizer, stories: Path, out: Path,
-                     single_genre: bool = False) -> dict[str, Path]:
+                     single_genre: bool = False, pretrained: set[str] = frozenset()) -> dict[str, Path]:
     """Tokenized data sets: `finetune` (train: the mix, validation: both genres' held-out
     documents) and `projector` (train: the projector text, validation: its own held-out entries, or
     with projector text of the two genres the same held-out documents);
     with `single_genre`, `finetune_<genre>` (train: that genre alone, validation: that genre's
     held-out documents, so that a run's curve, which the report's settling rule reads, is the
     task's own loss)."""
-    docs = genre_documents(cfg, seed, stories, single_genre)
+    docs = genre_documents(cfg, seed, stories, single_genre, pretrained)
     # Interleaved, so that the validation batches a run reads (`limit_val_batches`) hold both genres.
     validation = [doc for pair in zip(docs["validation_stories"], docs["validation_instructions"]) for doc in pair]
     sets = {"finetune": docs["train"], "projector": docs["projector"],
@@ -250,13 +259,15 @@ def curve(run) -> list[list[float]]:
 
 
 def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: Path, stories: Path,
-             run_root: Path) -> dict:
-    """Every run of one pair at one seed (one worker job)."""
+             run_root: Path, pretrained: frozenset[str]) -> dict:
+    """Every run of one pair at one seed (one worker job); `pretrained`: the instruction components'
+    pretraining documents, which no instruction here repeats."""
     pair = cfg.pairs[pair_name]
     components, tokenizer = components_for_hybrid(components_dir, pair.components)
     vocab_size = len(tokenizer)
     run_dir = run_root / pair_name / f"seed{seed}"
-    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data", single_genre=pair.tasks)
+    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data", single_genre=pair.tasks,
+                            pretrained=pretrained)
     runner = Runner(cfg.tuning(pair, seed), components, vocab_size, run_dir)
     start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps)
     if not cfg.carry_embeddings:
@@ -313,11 +324,13 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "specialists", SpecialistsConfig)
+    text_cfg, _, _ = load_stage(args.params, "instruction_text", InstructionTextConfig)
+    pretrained = frozenset(pretraining_documents(text_cfg)["train"])
     # Every pair's components before any pair trains: a worker would find a missing one only when
     # its pair's turn comes.
     check_component_names(args.components, sorted({c for pair in cfg.pairs.values() for c in pair.components}))
     jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
-             "run_root": args.run_dir} for name in cfg.pairs for seed in cfg.seeds]
+             "run_root": args.run_dir, "pretrained": pretrained} for name in cfg.pairs for seed in cfg.seeds]
     runs = run_jobs(run_pair, jobs, cfg.workers)
     write_json(args.out, {"profile": profile, "config": asdict(cfg), "runs": runs})
     log.info("wrote %s", args.out)
