@@ -77,6 +77,10 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
 
 
 def _one_thread(fn: Callable[..., T], job: dict[str, Any]) -> T:
+    # On the CPU one thread makes a job's numbers independent of the worker count; a GPU process
+    # keeps its threads to feed the GPU.
+    if torch.cuda.is_available():
+        return fn(**job)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

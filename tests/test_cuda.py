@@ -176,3 +176,124 @@ def test_language_model_is_the_same_on_cuda_and_cpu():
     ids = torch.randint(0, 50, (2, 30))
     with torch.no_grad():
         torch.testing.assert_close(gpu(ids.cuda()).cpu(), cpu(ids), rtol=1e-4, atol=1e-4)
+
+
+# --- work outside Lightning's fit: on the GPU when there is one, the same numbers as on the CPU ---
+
+def small_lm(pattern: str = "attn,mlp") -> LanguageModel:
+    torch.manual_seed(0)
+    return LanguageModel(LMConfig(vocab_size=50, d_model=D, n_ctx=64, pattern=pattern))
+
+
+def test_heldout_loss_scores_on_cuda_and_leaves_the_network_where_it_was():
+    from common.eval.heldout import heldout_loss
+
+    net = small_lm()
+    rows = [{"input_ids": torch.randint(0, 50, (20,)).tolist(), "attention_mask": [1] * n + [0] * (20 - n)}
+            for n in (20, 7, 13)]
+    total, count = 0.0, 0
+    with torch.no_grad():  # the oracle: on the CPU, one row at a time
+        for r in rows:
+            n = sum(r["attention_mask"])
+            logits = net(torch.tensor([r["input_ids"]]))[0, :n - 1]
+            labels = torch.tensor(r["input_ids"][1:n])
+            total += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            count += n - 1
+    expected = total / count
+    assert heldout_loss(net, rows, batch_size=2) == pytest.approx(expected, rel=1e-4)
+    assert net.embed.weight.device.type == "cpu"
+
+
+def test_retrieval_embeds_and_trains_on_cuda():
+    from papers.masked_mixers.retrieval import RetrievalTraining, embed_texts, sequence_embedding, train_retrieval
+
+    model = small_lm("mixer")
+    ids = torch.randint(1, 50, (10, 12))
+    with torch.no_grad():
+        expected = sequence_embedding(model.eval(), ids, -1, "mean", 0)
+    got = embed_texts(model, ids, -1, "mean", 0, batch_size=4)
+    assert got.device.type == "cpu"
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    queries, targets = torch.randn(40, D), torch.randn(40, D)
+    result = train_retrieval(queries, targets, queries, targets, 4, RetrievalTraining(steps=5, batch_size=8,
+                                                                                     eval_batches=2), seed=0)
+    assert result["chance_top1"] == 0.25 and 0 <= result["test_top1"] <= 1
+
+
+def test_infonce_trains_on_cuda():
+    from papers.masked_mixers.retrieval import InfoNCEConfig, train_infonce
+
+    model = small_lm("mixer")
+    ids = torch.randint(1, 50, (16, 12))
+    result = train_infonce(model, ids, ids.flip(1), -1, InfoNCEConfig(steps=3, batch_size=4), seed=0)
+    assert result["finite"] and next(model.parameters()).device.type == "cuda"
+
+
+def test_representation_recovery_on_cuda_matches_the_cpu():
+    from papers.masked_mixers.input_representation import recover_input, representation_accuracy
+    from papers.masked_mixers.models import hidden_states
+
+    model = small_lm("mixer")
+    tokens, mask = torch.randint(0, 50, (2, 8)), torch.ones(2, 8, dtype=torch.bool)
+    got = representation_accuracy(model, tokens, mask, steps=30, lr_start=0.02, lr_end=0.002, seed=0,
+                                  last_token_only=False)
+    assert set(got) >= {"hamming_top1", "hamming_top5"} and all(0 <= v <= 1 for v in got.values())
+    cpu = small_lm("mixer").eval()
+    with torch.no_grad():
+        e = cpu.embed(tokens)
+        target = hidden_states(cpu, e)
+    x_cpu = recover_input(lambda x: hidden_states(cpu, x), target, tuple(e.shape), 30, 0.02, 0.002, 0)
+    x_gpu = recover_input(lambda x: hidden_states(model, x), target.cuda(), tuple(e.shape), 30, 0.02, 0.002, 0)
+    torch.testing.assert_close(x_gpu.cpu(), x_cpu, rtol=1e-3, atol=1e-3)
+
+
+def test_greedy_completions_on_cuda_equal_the_cpus():
+    from papers.manticore.completions import CompletionsConfig, complete_all
+
+    class Words:  # a tokenizer of one token per word of a fixed list
+        eos_token_id = 0
+        words = ["<eos>", *"once upon a time tom saw the dog cat sat".split()]
+
+        def encode(self, text, add_special_tokens=False):
+            return [self.words.index(w) for w in text.split()]
+
+        def decode(self, ids):
+            return " " + " ".join(self.words[i % len(self.words)] for i in ids)
+
+    texts = ["once upon a time", "tom saw the dog", "the cat sat"]
+    cfg = CompletionsConfig(max_new_tokens=5)
+    cpu = complete_all(small_lm("mamba,mlp").eval(), Words(), texts, cfg, greedy=True, seed=0)
+    gpu = complete_all(small_lm("mamba,mlp").eval().cuda(), Words(), texts, cfg, greedy=True, seed=0)
+    assert gpu == cpu
+
+
+def test_routing_counts_on_cuda_equal_the_cpus(monkeypatch):
+    from papers.blackmamba import routing
+    from papers.blackmamba.routing import count_tokens
+
+    ids = torch.randint(0, 50, (4, 32))
+    with monkeypatch.context() as patch:
+        patch.setattr(routing, "compute_device", lambda: torch.device("cpu"))
+        cpu = count_tokens(small_lm("mamba,moe"), [{"input_ids": ids}], batches=1, train_mode=False)
+    gpu = count_tokens(small_lm("mamba,moe").cuda(), [{"input_ids": ids}], batches=1, train_mode=False)
+    assert all(g.device.type == "cpu" for g in gpu)
+    for a, b in zip(cpu, gpu):
+        torch.testing.assert_close(b, a)
+
+
+def test_lra_scores_on_cuda_equal_the_cpus(monkeypatch):
+    from common.training import lra
+    from common.training.mad import lm_backbone
+    from common.training.modules import SequenceClassificationModule
+
+    torch.manual_seed(0)
+    module = SequenceClassificationModule(lm_backbone(LMConfig(vocab_size=50, d_model=D, n_ctx=64, pattern="attn,mlp")),
+                                          D, num_classes=3)
+    loader = [{"input_ids": torch.randint(0, 50, (4, 20)), "attention_mask": torch.ones(4, 20, dtype=torch.long),
+               "label": torch.randint(0, 3, (4,))} for _ in range(3)]
+    with monkeypatch.context() as patch:
+        patch.setattr(lra, "compute_device", lambda: torch.device("cpu"))
+        cpu = lra.evaluate_classifier(module, loader)
+    gpu = lra.evaluate_classifier(module, loader)
+    assert next(module.parameters()).device.type == "cpu", "left where it was"
+    assert gpu["accuracy"] == cpu["accuracy"] and gpu["loss"] == pytest.approx(cpu["loss"], rel=1e-4)

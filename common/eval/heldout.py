@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from common.data.datamodule import collate_lm
+from common.device import compute_device
 from common.training.modules import IGNORE_INDEX, _unwrap, align
 
 
@@ -22,7 +23,7 @@ def heldout_loss(net: nn.Module, rows, batch_size: int = 16, n_ctx: int | None =
     if n == 0:
         raise ValueError("heldout_loss: no rows")
     was_training, home = net.training, next(net.parameters()).device
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = compute_device()
     net.eval().to(device)
     total, count = 0.0, 0
     for start in range(0, n, batch_size):

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from common.data.lra import LRATaskConfig, num_classes, vocab_size
 from common.data.task_datamodules import LRADataModule
+from common.device import compute_device
 from common.models.lm import LMConfig
 from common.training.mad import lm_backbone
 from common.training.modules import SequenceClassificationModule
@@ -29,10 +30,11 @@ from common.training.trainer import TrainerConfig, run_training
 
 @torch.no_grad()
 def evaluate_classifier(module: SequenceClassificationModule, loader) -> dict[str, float]:
-    """Accuracy and mean loss over every batch of `loader`, and the majority-class rate (chance)."""
-    was_training = module.training
-    module.eval()
-    device = next(module.parameters()).device
+    """Accuracy and mean loss over every batch of `loader`, and the majority-class rate (chance),
+    computed on the GPU when there is one; the module is left where it was."""
+    was_training, home = module.training, next(module.parameters()).device
+    device = compute_device()
+    module.eval().to(device)
     correct, loss_sum, labels = 0, 0.0, []
     for batch in loader:
         label = batch["label"].to(device)
@@ -40,7 +42,7 @@ def evaluate_classifier(module: SequenceClassificationModule, loader) -> dict[st
         loss_sum += F.cross_entropy(logits, label, reduction="sum").item()
         correct += int((logits.argmax(-1) == label).sum())
         labels.append(label.cpu().numpy())
-    module.train(was_training)
+    module.train(was_training).to(home)
     labels = np.concatenate(labels)
     return {"accuracy": correct / len(labels), "loss": loss_sum / len(labels),
             "majority_rate": float(np.bincount(labels).max() / len(labels)), "n": len(labels)}

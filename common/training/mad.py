@@ -28,6 +28,7 @@ from torch import nn
 from common.blocks.norms import build_norm
 from common.data.mad import IGNORE_INDEX, MADTaskConfig, accuracy, class_averaged_accuracy, sequence_length
 from common.data.task_datamodules import MADDataModule
+from common.device import compute_device
 from common.models.lm import LanguageModel, LMConfig
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
@@ -81,10 +82,11 @@ def build_mad_model(lm: LMConfig, task: MADTaskConfig) -> nn.Module:
 
 @torch.no_grad()
 def evaluate_mad(net: nn.Module, loader) -> dict[str, float]:
-    """MAD scores over every scored position of `loader` (batches of input_ids / labels, unshifted)."""
-    was_training = net.training
-    net.eval()
-    device = next(net.parameters()).device
+    """MAD scores over every scored position of `loader` (batches of input_ids / labels, unshifted),
+    computed on the GPU when there is one; the network is left where it was."""
+    was_training, home = net.training, next(net.parameters()).device
+    device = compute_device()
+    net.eval().to(device)
     preds, targets, loss_sum = [], [], 0.0
     for batch in loader:
         logits, labels = net(batch["input_ids"].to(device)).float(), batch["labels"].to(device)
@@ -92,7 +94,7 @@ def evaluate_mad(net: nn.Module, loader) -> dict[str, float]:
                                     reduction="sum").item()
         preds.append(logits.argmax(-1).cpu().numpy())  # argmax per batch: all logits can be GBs (vocab 8192)
         targets.append(labels.cpu().numpy())
-    net.train(was_training)
+    net.train(was_training).to(home)
     preds, targets = np.concatenate(preds), np.concatenate(targets)
     scored = int((targets != IGNORE_INDEX).sum())
     return {"accuracy": accuracy(preds, targets), "class_averaged_accuracy": class_averaged_accuracy(preds, targets),

@@ -29,6 +29,7 @@ import torch
 from common.blocks.moe import MoE, load_balance_stats
 from common.config import bounded
 from common.data.datamodule import TextDataModule
+from common.device import compute_device
 from common.errors import DataError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
@@ -51,13 +52,15 @@ def count_tokens(model, loader, batches: int, train_mode: bool) -> list[torch.Te
     moe_layers = [b for b in model.blocks if isinstance(b, MoE)]
     for layer in moe_layers:
         layer.reset_stats()
-    model.train(train_mode)
+    device = compute_device()
+    model.train(train_mode).to(device)
     for i, batch in enumerate(loader):
         if i == batches:
             break
-        model(batch["input_ids"])
+        model(batch["input_ids"].to(device))
     model.eval()
-    return [layer.tokens_per_expert.clone() for layer in moe_layers]
+    # Copies: the next call's reset_stats zeroes these buffers in place.
+    return [layer.tokens_per_expert.to("cpu", copy=True) for layer in moe_layers]
 
 
 def heatmap(panels: dict[str, list[torch.Tensor]], path: Path) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from common.config import bounded, seed_field
 from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
+from common.device import compute_device
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.eval.lm_eval_adapter import LanguageModelEval, evaluate, task_manager
 from common.eval.story_tasks import write_story_tasks
@@ -65,7 +66,7 @@ def accuracy(task_results: dict) -> float:
 def evaluate_one(model_dir: Path, tokenizer: Path, tasks: list[str], include_path: Path | None,
                  limit: int | None, seed: int) -> dict:
     log.info("evaluating %s on %s", model_dir, ", ".join(tasks))
-    adapter = LanguageModelEval(load_language_model(model_dir), load_tokenizer(tokenizer))
+    adapter = LanguageModelEval(load_language_model(model_dir).to(compute_device()), load_tokenizer(tokenizer))
     # The harness's standard errors are not reported (the spread is over seeds), so none is computed.
     raw = evaluate(adapter, tasks, include_path=include_path, limit=limit, seed=seed, bootstrap_iters=0)["results"]
     scores = {task: {k: v for k, v in raw[task].items() if isinstance(v, (int, float)) and "stderr" not in k}

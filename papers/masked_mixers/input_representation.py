@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from common.config import bounded, seeds_field
+from common.device import compute_device
 from common.errors import ConfigError
 from papers.masked_mixers.models import ModelsConfig, build_model, hidden_states
 from papers.masked_mixers.train import load_weights
@@ -43,8 +44,8 @@ def recover_input(body: Callable[[torch.Tensor], torch.Tensor], target: torch.Te
                   steps: int, lr_start: float, lr_end: float, seed: int,
                   last_token_only: bool = False) -> torch.Tensor:
     """Gradient descent on the input so that `body(x)` matches `target` in summed L1."""
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape, generator=generator, dtype=target.dtype)
+    generator = torch.Generator().manual_seed(seed)  # the CPU's draw, so a GPU starts from the same x
+    x = torch.randn(shape, generator=generator, dtype=target.dtype).to(target.device)
     for i in range(steps):
         x.requires_grad_(True)
         out = body(x)
@@ -68,7 +69,9 @@ def hamming_metric(reference: torch.Tensor, top_ids: torch.Tensor, mask: torch.T
 
 def representation_accuracy(model, tokens: torch.Tensor, mask: torch.Tensor, *, steps: int, lr_start: float,
                             lr_end: float, seed: int, last_token_only: bool) -> dict:
-    model.eval()
+    device = compute_device()
+    model.eval().to(device)
+    tokens, mask = tokens.to(device), mask.to(device)
     for p in model.parameters():
         p.requires_grad_(False)
     embedding = model.embed.weight.detach()
@@ -78,7 +81,7 @@ def representation_accuracy(model, tokens: torch.Tensor, mask: torch.Tensor, *, 
         target = body(e)[:, -1] if last_token_only else body(e)
     x = recover_input(body, target, tuple(e.shape), steps, lr_start, lr_end, seed, last_token_only)
     reference = decode_topk(e, embedding, 1)[..., 0]
-    positions = torch.arange(tokens.shape[1])
+    positions = torch.arange(tokens.shape[1], device=device)
     top5 = decode_topk(x, embedding, 5)
     return {
         "hamming_top1": round(hamming_metric(reference, top5[..., :1], mask), 4),

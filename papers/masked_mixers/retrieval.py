@@ -58,6 +58,7 @@ from torch import nn
 from common.config import bounded, check_distinct, seeds_field
 from common.data.manifest import load_dataset_dir
 from common.data.tokenizer import load_tokenizer
+from common.device import compute_device
 from common.errors import ConfigError, DataError, exit_on_user_error
 from common.io import write_json
 from common.models.lm import LanguageModel
@@ -77,12 +78,15 @@ Pooling = Literal["position", "mean"]
 
 def embed_texts(model: nn.Module, ids: torch.Tensor, position: int, pooling: Pooling = "position",
                 pad_id: int | None = None, batch_size: int = 64) -> torch.Tensor:
-    """`[N, T]` token ids -> `[N, D]` embeddings (see `sequence_embedding`), without gradients."""
-    model.eval()
+    """`[N, T]` token ids -> `[N, D]` embeddings (see `sequence_embedding`), without gradients,
+    computed on the GPU when there is one and returned on the CPU."""
+    device = compute_device()
+    model.eval().to(device)
     out = []
     with torch.no_grad():
         for start in range(0, len(ids), batch_size):
-            out.append(sequence_embedding(model, ids[start: start + batch_size], position, pooling, pad_id))
+            batch = ids[start: start + batch_size].to(device)
+            out.append(sequence_embedding(model, batch, position, pooling, pad_id).cpu())
     return torch.cat(out)
 
 
@@ -162,7 +166,9 @@ class RetrievalTraining:
 
 def evaluate_retrieval(model: nn.Module, queries, targets, c: int, n_batches: int, batch_size: int,
                        generator: torch.Generator) -> tuple[float, float]:
-    """Mean loss and top-1 accuracy over freshly drawn candidate sets, every query at most once."""
+    """Mean loss and top-1 accuracy over freshly drawn candidate sets, every query at most once
+    (drawn on the CPU, scored where the model is)."""
+    device = next(model.parameters()).device
     model.eval()
     order = torch.randperm(len(queries), generator=generator)
     losses, correct, n = [], 0, 0
@@ -171,7 +177,7 @@ def evaluate_retrieval(model: nn.Module, queries, targets, c: int, n_batches: in
             indices = order[b * batch_size: (b + 1) * batch_size]
             if len(indices) == 0:
                 break
-            x, labels = make_batch(queries, targets, indices, c, generator)
+            x, labels = (t.to(device) for t in make_batch(queries, targets, indices, c, generator))
             logits = model(x)
             losses.append(F.cross_entropy(logits, labels).item() * len(indices))
             correct += (logits.argmax(-1) == labels).sum().item()
@@ -182,14 +188,15 @@ def evaluate_retrieval(model: nn.Module, queries, targets, c: int, n_batches: in
 
 def train_retrieval(train_q, train_t, test_q, test_t, c: int, cfg: RetrievalTraining, seed: int) -> dict:
     torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    model = RetrievalMixer(train_q.shape[1], c + 1, cfg.depth)
+    generator = torch.Generator().manual_seed(seed)  # candidates are drawn on the CPU wherever the model is
+    device = compute_device()
+    model = RetrievalMixer(train_q.shape[1], c + 1, cfg.depth).to(device)
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
     losses = []
     start = time.perf_counter()
     for _ in range(cfg.steps):
         indices = torch.randint(len(train_q), (cfg.batch_size,), generator=generator)
-        x, labels = make_batch(train_q, train_t, indices, c, generator)
+        x, labels = (t.to(device) for t in make_batch(train_q, train_t, indices, c, generator))
         loss = F.cross_entropy(model(x), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -219,20 +226,22 @@ class InfoNCEConfig:
 def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
     """Query i's positive is text i; every other text of the batch is a negative."""
     sims = F.normalize(q, dim=-1) @ F.normalize(d, dim=-1).T / tau
-    return F.cross_entropy(sims, torch.arange(len(q)))
+    return F.cross_entropy(sims, torch.arange(len(q), device=q.device))
 
 
 def train_infonce(model: nn.Module, query_ids, target_ids, position: int, cfg: InfoNCEConfig, seed: int,
                   pooling: Pooling = "position", pad_id: int | None = None) -> dict:
     generator = torch.Generator().manual_seed(seed)
-    model.train()
+    device = compute_device()
+    model.train().to(device)  # before the optimizer takes its parameters
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
     losses = []
     start = time.perf_counter()
     for _ in range(cfg.steps):
         indices = torch.randperm(len(query_ids), generator=generator)[: cfg.batch_size]
-        loss = infonce_loss(sequence_embedding(model, query_ids[indices], position, pooling, pad_id),
-                            sequence_embedding(model, target_ids[indices], position, pooling, pad_id), cfg.tau)
+        loss = infonce_loss(sequence_embedding(model, query_ids[indices].to(device), position, pooling, pad_id),
+                            sequence_embedding(model, target_ids[indices].to(device), position, pooling, pad_id),
+                            cfg.tau)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
