@@ -11,6 +11,17 @@ throughput; in a file named for latency, everything but memory sizes) may differ
 figure named for latency; every other difference is a disagreement. Exit status 1 when there is one.
 An output that neither checkout holds (data outside git that neither has made) is listed as not
 compared.
+
+Two CPUs of different kinds (AVX-512 against AVX2) round differently, so their runs agree only
+within a tolerance (the README's "Results across CPUs" says how large):
+
+    python -m reruns.compare /tmp/other-cpu --rtol 0.05
+
+With `--rtol R`, two numbers agree when they differ by at most R times the larger of them, and two
+weights files when every entry of every tensor differs by at most R times the tensor's largest
+entry; a figure or Markdown table that differs is then listed as redrawn from those numbers, not
+judged. Text leaves, verdicts among them, must still be equal: a verdict that moves is a
+disagreement at any tolerance.
 """
 
 from __future__ import annotations
@@ -55,10 +66,22 @@ def json_leaves(value, path=(), timed=False):
         yield path, value, timed
 
 
-def compare_json(a: Path, b: Path) -> tuple[list[str], int, tuple[float, str] | None]:
-    """(differing leaves outside timing, number of differing timing leaves, the largest absolute
-    difference between two numbers among the former with its leaf, or None). In a file that measures
-    time (`latency.json`), every leaf is timing except memory sizes."""
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def close(x, y, rtol: float) -> bool:
+    """Two numbers within `rtol` of the larger (NaN only with NaN)."""
+    if x != x or y != y:
+        return x != x and y != y
+    return abs(x - y) <= rtol * max(abs(x), abs(y))
+
+
+def compare_json(a: Path, b: Path, rtol: float = 0.0) -> tuple[list[str], int, int, tuple[float, str] | None]:
+    """(differing leaves outside timing and beyond `rtol`, number of differing timing leaves, number
+    of numbers that differ within `rtol`, the largest absolute difference between two numbers among
+    the first with its leaf, or None). In a file that measures time (`latency.json`), every leaf is
+    timing except memory sizes."""
     timed_file = bool(TIMING.search(a.stem))
 
     def leaves(path: Path) -> dict:
@@ -68,29 +91,43 @@ def compare_json(a: Path, b: Path) -> tuple[list[str], int, tuple[float, str] | 
     left, right = leaves(a), leaves(b)
     differing = [p for p in left.keys() | right.keys() if left.get(p, (None,))[0] != right.get(p, (None,))[0]]
     timed = [p for p in differing if left.get(p, right.get(p))[1]]
-    untimed = [p for p in differing if p not in timed]
-    numbers = [(abs(left[p][0] - right[p][0]), ".".join(map(str, p))) for p in untimed
-               if p in left and p in right and all(isinstance(side[p][0], (int, float))
-                                                   and not isinstance(side[p][0], bool) for side in (left, right))]
-    return sorted(".".join(map(str, p)) for p in untimed), len(timed), max(numbers, default=None)
+    both_numbers = [p for p in differing if p in left and p in right and is_number(left[p][0])
+                    and is_number(right[p][0])]
+    within = {p for p in both_numbers if p not in timed and rtol and close(left[p][0], right[p][0], rtol)}
+    untimed = [p for p in differing if p not in timed and p not in within]
+    numbers = [(abs(left[p][0] - right[p][0]), ".".join(map(str, p))) for p in both_numbers if p in untimed]
+    return sorted(".".join(map(str, p)) for p in untimed), len(timed), len(within), max(numbers, default=None)
 
 
-def same_weights(a: Path, b: Path) -> bool:
+def same_weights(a: Path, b: Path, rtol: float = 0.0) -> bool:
+    """Every tensor equal, or every entry within `rtol` times the tensor's largest entry (a tensor's
+    scale, not each entry's: entries near zero would otherwise decide alone)."""
     from safetensors.torch import load_file
 
     left, right = load_file(a), load_file(b)
+
+    def agree(x, y) -> bool:
+        if not rtol:
+            return bool(x.equal(y))
+        if not x.numel():
+            return True
+        x, y = x.double(), y.double()
+        return (x - y).abs().max().item() <= rtol * max(x.abs().max().item(), y.abs().max().item())
+
     # Same dtype and shape first: `equal` promotes, so fp16 and fp32 copies of one tensor would agree.
     return left.keys() == right.keys() and all(left[k].dtype == right[k].dtype and left[k].shape == right[k].shape
-                                               and left[k].equal(right[k]) for k in left)
+                                               and agree(left[k], right[k]) for k in left)
 
 
 def digest(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
-def compare_file(a: Path, b: Path, name: str) -> str | None:
-    """None when the two files agree, "timing" when only timing values differ, "absent" when neither
-    checkout has the file (nothing to compare: data that neither has made), else the disagreement."""
+def compare_file(a: Path, b: Path, name: str, rtol: float = 0.0) -> str | None:
+    """None when the two files agree, "timing" when only timing values differ, "within" when numbers
+    differ within `rtol`, "redrawn" for a figure or table that differs under a tolerance, "absent"
+    when neither checkout has the file (nothing to compare: data that neither has made), else the
+    disagreement."""
     if not a.is_file() and not b.is_file():
         return "absent"
     if not b.is_file() or not a.is_file():
@@ -98,27 +135,36 @@ def compare_file(a: Path, b: Path, name: str) -> str | None:
     if digest(a) == digest(b):
         return None
     if a.suffix == ".json":
-        differing, timed, largest = compare_json(a, b)
+        differing, timed, within, largest = compare_json(a, b, rtol)
         if differing:
             most = f"; largest numeric difference {largest[0]:.3g} at {largest[1]}" if largest else ""
-            return f"{name}: {len(differing)} differing values outside timing ({', '.join(differing[:5])}){most}"
-        return "timing" if timed else None
+            beyond = f" beyond rtol {rtol:g}" if rtol else ""
+            return (f"{name}: {len(differing)} differing values outside timing{beyond} "
+                    f"({', '.join(differing[:5])}){most}")
+        return "within" if within else "timing" if timed else None
     if a.suffix == ".safetensors":
-        return None if same_weights(a, b) else f"{name}: weights differ"
+        if same_weights(a, b):
+            return None
+        return "within" if rtol and same_weights(a, b, rtol) else f"{name}: weights differ"
     if TIMING.search(a.stem):  # a figure of measured times
         return "timing"
+    if rtol and a.suffix in (".png", ".md"):
+        return "redrawn"
     return f"{name}: bytes differ"
 
 
-def compare_output(here: Path, other: Path, path: str) -> list[str]:
+def compare_output(here: Path, other: Path, path: str, rtol: float = 0.0) -> list[str]:
     """The findings of `compare_file` for an output, file by file when it is a directory."""
     a, b = here / path, other / path
     if a.is_dir() or b.is_dir():
         names = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} | \
                 {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
-        return [found for n in sorted(names) if (found := compare_file(a / n, b / n, f"{path}/{n}"))]
-    found = compare_file(a, b, path)
+        return [found for n in sorted(names) if (found := compare_file(a / n, b / n, f"{path}/{n}", rtol))]
+    found = compare_file(a, b, path, rtol)
     return [found] if found else []
+
+
+KINDS = {"timing": "differ only in timing", "within": "agree within rtol", "redrawn": "hold figures or tables redrawn"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,20 +172,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("other", type=Path, help="the other checkout, after its `dvc repro`")
     parser.add_argument("--here", type=Path, default=Path.cwd(), help="this checkout (default: the working directory)")
     parser.add_argument("--pipelines", nargs="+", default=PIPELINES, choices=PIPELINES)
+    parser.add_argument("--rtol", type=float, default=0.0,
+                        help="numbers and weights agree within this relative difference (default 0: exactly)")
     args = parser.parse_args(argv)
+    if not 0 <= args.rtol < 1:
+        parser.error(f"--rtol must be at least 0 and below 1, got {args.rtol:g}")
     for checkout in (args.here, args.other):
         if not (checkout / "dvc.lock").is_file():
             parser.error(f"{checkout}: not a checkout of this project (no dvc.lock)")
     disagreements = 0
     for pipeline in args.pipelines:
         outputs = sorted(locked_outputs(args.here, pipeline) | locked_outputs(args.other, pipeline))
-        findings = {path: compare_output(args.here, args.other, path) for path in outputs}
-        timing = [path for path, found in findings.items() if found and set(found) == {"timing"}]
+        findings = {path: compare_output(args.here, args.other, path, args.rtol) for path in outputs}
         absent = [path for path, found in findings.items() if found == ["absent"]]
-        problems = [f for found in findings.values() for f in found if f not in ("timing", "absent")]
+        problems = [f for found in findings.values() for f in found if f not in (*KINDS, "absent")]
         identical = sum(not found for found in findings.values())
-        print(f"{pipeline}: {identical} outputs identical, {len(timing)} differ only in timing"
-              f"{' (' + ', '.join(timing) + ')' if timing else ''}, {len(problems)} disagreements"
+        # An output counts under the weakest agreement among its files: timing, then within rtol, then redrawn.
+        kinds = {kind: [path for path, found in findings.items() if found and set(found) <= set(KINDS)
+                        and max(found, key=list(KINDS).index) == kind] for kind in KINDS}
+        parts = [f"{len(paths)} {KINDS[kind]}{' (' + ', '.join(paths) + ')' if paths else ''}"
+                 for kind, paths in kinds.items() if kind == "timing" or args.rtol]
+        print(f"{pipeline}: {identical} outputs identical, {', '.join(parts)}, {len(problems)} disagreements"
               f"{f', {len(absent)} in neither checkout, not compared (' + ', '.join(absent) + ')' if absent else ''}")
         for problem in problems:
             print(f"  {problem}")

@@ -26,6 +26,16 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+def position_gradient(y: torch.Tensor, x: torch.Tensor, t: int) -> torch.Tensor:
+    """d (y[:, t] . w) / d x for a fixed random w over y's features. A random projection sees every
+    output feature; a plain sum is blind to outputs whose sum is constant (a softmax over features
+    sums to 1), where its gradient is zero and only one CPU's rounding makes it nonzero. A real
+    dependence then stands far above 1e-8 in float64, and rounding far below."""
+    w = torch.randn(y.shape[-1], dtype=y.dtype, generator=torch.Generator().manual_seed(t))
+    (grad,) = torch.autograd.grad((y[:, t] @ w).sum(), x, retain_graph=True)
+    return grad
+
+
 def smoke_params(**overrides) -> dict:
     """The repository's params.yaml switched to the smoke profile, with `section.key` overrides
     applied to the smoke block, e.g. `smoke_params(**{"lm_baseline.trainer.max_steps": 8})`."""

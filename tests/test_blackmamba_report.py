@@ -1,5 +1,5 @@
-"""Verdict rules of the BlackMamba report that its committed results do not reach: a harness task of
-the `paper` profile, and the MoE transformer's positive control."""
+"""Verdict rules of the BlackMamba report on numbers set by the tests, far from any knife edge: a
+harness task of the `paper` profile, and the MoE transformer's positive control."""
 
 from __future__ import annotations
 
@@ -39,15 +39,20 @@ def test_every_task_of_the_paper_profile_has_a_chance_level():
 
 
 def test_the_moe_transformer_row_follows_its_positive_control():
-    """The committed results: the experts' saving in the Mamba pair (the control) is not shown at
-    `tiny`, so the MoE transformer's loss says nothing about MoE."""
+    """The MoE transformer's row is decided only when the experts show their saving in the Mamba pair
+    (the control). Ratios set here on both sides, far from the edge: the committed control's interval
+    ends 0.003 below zero and moves across it between CPUs."""
     results = json.loads((ROOT / "papers/blackmamba/results/train_compare.json").read_text())
+    comparisons, models = results["comparisons"], results["models"]
+    for name, losses in (("transformer", [2.00, 2.01, 2.02]), ("moe_transformer", [2.10, 2.12, 2.11])):
+        for run, loss in zip(models[name]["seeds"].values(), losses):  # the MoE transformer is worse
+            run["final_val_loss"] = loss
+    comparisons["mamba_dense_mlp"]["ratio_over_blackmamba"] = [1.25, 0.90, 1.02]  # no saving shown
     entries = {e["id"]: e for e in report.fig4_claims(results, "tiny")}
-    control, row = entries["fig4-flops-vs-mamba_dense_mlp"], entries["moe-transformer-vs-transformer"]
-    assert control["verdict"] != "reproduced"
+    assert entries["fig4-flops-vs-mamba_dense_mlp"]["verdict"] == "inconclusive"
+    row = entries["moe-transformer-vs-transformer"]
     assert row["verdict"] == "inconclusive" and "positive control" in row["why"]
-    # Had the experts shown their saving there, the MoE transformer's worse loss would count against the claim.
-    results["comparisons"]["mamba_dense_mlp"]["ratio_over_blackmamba"] = [1.20, 1.21, 1.19]
+    comparisons["mamba_dense_mlp"]["ratio_over_blackmamba"] = [1.20, 1.21, 1.19]  # the saving shown
     entries = {e["id"]: e for e in report.fig4_claims(results, "tiny")}
     assert entries["fig4-flops-vs-mamba_dense_mlp"]["verdict"] == "reproduced"
     assert entries["moe-transformer-vs-transformer"]["verdict"] == "not reproduced"

@@ -66,7 +66,7 @@ def test_every_block_loads_through_auto_model_in_a_fresh_process(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     got = torch.load(tmp_path / "logits.pt")
     for name in sorted(BLOCKS):
-        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-6, atol=1e-6, msg=name)
 
 
 def test_generate_and_the_text_generation_pipeline_match_our_generate(tmp_path, smoke_data):

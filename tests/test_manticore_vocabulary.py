@@ -68,8 +68,11 @@ def test_the_same_tokenizer_keeps_the_model_and_drops_only_padding_rows(two_toke
     padded = lm(len(own) + 7, 2, tie=False)  # as Pythia: more rows than tokens
     adapted = adapt_to_tokenizer(padded, own, own)
     ids = torch.randint(0, len(own), (2, 9), generator=torch.Generator().manual_seed(0))
+    # The head's rows are the padded model's first rows, bit for bit; the logits then agree up to the
+    # rounding of a matmul over another number of rows, which need not be the same on every CPU.
+    assert torch.equal(adapted.head.weight, padded.head.weight[:len(own)])
     with torch.no_grad():
-        torch.testing.assert_close(adapted(ids), padded(ids)[..., :len(own)], rtol=0, atol=0)
+        torch.testing.assert_close(adapted(ids), padded(ids)[..., :len(own)])
 
 
 def save_components(root, specs) -> None:

@@ -17,6 +17,7 @@ from common.blocks.masked_mixer import (
     causal_mask,
     two_stream_input,
 )
+from tests.conftest import position_gradient
 
 D, N_CTX = 8, 10
 
@@ -144,14 +145,27 @@ def test_longer_than_n_ctx_is_refused():
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_is_causal(variant):
+    """Each output position's gradient through a random projection of its features (a plain sum is
+    blind to the softmax-over-features variant: see the next test)."""
     block = make(**VARIANTS[variant])
     x = torch.randn(2, N_CTX, D, dtype=torch.double, requires_grad=True)
     y = block(x)
     for t in range(N_CTX):
-        (grad,) = torch.autograd.grad(y[:, t].sum(), x, retain_graph=True)
+        grad = position_gradient(y, x, t)
+        # Exact: a masked weight is an exact zero, and 0 * g is 0 on every CPU.
         assert grad[:, t + 1:].abs().sum().item() == 0.0, f"output {t} depends on a later input"
         if t < N_CTX // 2:  # the e = 0.5 mixer legitimately drops inputs >= N_CTX / 2
-            assert grad[:, t].abs().sum() > 0, f"output {t} ignores its own position"
+            assert grad[:, t].abs().sum() > 1e-8, f"output {t} ignores its own position"
+
+
+def test_a_summed_probe_cannot_see_a_softmax_over_features():
+    """Why the causality test projects: the single-head block's outputs are a softmax over the
+    features, whose sum is 1 whatever the input, so the gradient of that sum is zero up to rounding,
+    and `> 0` on it passed or failed with the CPU."""
+    block = make(**VARIANTS["softmax_outputs"])
+    x = torch.randn(2, N_CTX, D, dtype=torch.double, requires_grad=True)
+    (grad,) = torch.autograd.grad(block(x)[:, 0].sum(), x)
+    assert grad.abs().max() < 1e-12
 
 
 def test_heads_are_genuinely_different():

@@ -240,7 +240,9 @@ def test_grouped_mm_follows_autocast_as_the_autograd_loop_does():
             pytest.skip(f"grouped_mm unsupported here: {err}")
         out_a = a(x)
     assert out_a.dtype == out_b.dtype == torch.bfloat16
-    torch.testing.assert_close(out_b, out_a, rtol=0, atol=0)
+    # Different kernels (the loop's addmm rounds the bias in once, grouped_mm's output then the bias
+    # add twice): equal to bf16's resolution, 8 mantissa bits, not bit for bit.
+    torch.testing.assert_close(out_b, out_a, rtol=1.6e-2, atol=1e-3)
     ga = torch.autograd.grad(out_a.float().pow(2).sum(), [a.w_in, a.w_out])
     gb = torch.autograd.grad(out_b.float().pow(2).sum(), [b.w_in, b.w_out])
     for u, v in zip(ga, gb):

@@ -73,7 +73,9 @@ def test_killed_run_resumes_from_last_checkpoint(smoke_data, tmp_path):
     """
     params = write_params(tmp_path / "params.yaml", smoke_params(**{
         "lm_baseline.trainer.max_steps": 300, "lm_baseline.trainer.checkpoint_every_n_steps": 10,
-        "lm_baseline.trainer.val_every_n_steps": 100}))
+        "lm_baseline.trainer.val_every_n_steps": 100,
+        # One thread in the subprocesses too, as in this (xdist) process: both runs take one code path.
+        "lm_baseline.trainer.threads": 1}))
     args = baseline_args(smoke_data, tmp_path / "killed", params)
     ckpt = tmp_path / "killed" / "run" / "checkpoints" / "last.ckpt"
     proc = subprocess.Popen([sys.executable, "-m", "common.stages.lm_baseline", *args], cwd=ROOT,

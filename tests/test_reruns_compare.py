@@ -85,3 +85,34 @@ def test_an_output_in_neither_checkout_is_named_and_not_a_disagreement(tmp_path,
     (tmp_path / "b/results/r.json").unlink()
     status = main([str(tmp_path / "b"), "--here", str(tmp_path / "a"), "--pipelines", "dvc.yaml"])
     assert status == 1 and "results/r.json: only in this checkout" in capsys.readouterr().out
+
+
+def test_under_a_tolerance_close_numbers_agree_and_a_moved_verdict_does_not(tmp_path, capsys):
+    """Another CPU's rerun: losses and weights 1% apart agree within 0.02, the table drawn from them
+    is redrawn; a verdict that moved is a disagreement at any tolerance, as is a number 5% apart."""
+    here = checkout(tmp_path / "a", {"loss": 2.0, "claims": [{"id": "c", "verdict": "reproduced"}]},
+                    torch.ones(3), "| 2.00 |")
+    other = checkout(tmp_path / "b", {"loss": 2.02, "claims": [{"id": "c", "verdict": "reproduced"}]},
+                     torch.tensor([1.0, 1.01, 0.99]), "| 2.02 |")
+    args = [str(other), "--here", str(here), "--pipelines", "dvc.yaml"]
+    assert main(args) == 1  # exactly: everything differs
+    capsys.readouterr()
+    assert main([*args, "--rtol", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "0 outputs identical, 0 differ only in timing, 2 agree within rtol (data/run, results/r.json), " \
+           "1 hold figures or tables redrawn (results/table.md), 0 disagreements" in out
+    assert main([*args, "--rtol", "0.005"]) == 1
+    assert "data/run/model.safetensors: weights differ" in capsys.readouterr().out
+    (other / "results/r.json").write_text(json.dumps({"loss": 2.1, "claims": [{"id": "c", "verdict": "inconclusive"}]}))
+    assert main([*args, "--rtol", "0.02"]) == 1
+    out = capsys.readouterr().out
+    assert "results/r.json: 2 differing values outside timing beyond rtol 0.02 (claims.0.verdict, loss); " \
+           "largest numeric difference 0.1 at loss" in out
+
+
+@pytest.mark.parametrize("rtol", ["-0.1", "1", "x"])
+def test_a_tolerance_outside_zero_to_one_is_one_line(rtol, tmp_path, capsys):
+    here = checkout(tmp_path / "a", {"loss": 1.0}, torch.ones(3), "| a |")
+    with pytest.raises(SystemExit) as stop:
+        main([str(here), "--here", str(here), "--rtol", rtol])
+    assert stop.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
