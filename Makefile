@@ -37,10 +37,10 @@ $(STAMP): pyproject.toml $(LOCK)
 install: $(STAMP)
 
 # Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml; then the README's claims
-# page from the papers' ledgers (not a DVC stage: see common/eval/claims_page.py).
+# page from the papers' ledgers (not a DVC stage: see common/claims/page.py).
 repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
-	$(BIN)/python -m common.eval.claims_page
+	$(BIN)/python -m common.claims.page
 
 # One pytest worker per core (pytest-xdist); each keeps to one torch thread (tests/conftest.py).
 TEST_WORKERS ?= 2

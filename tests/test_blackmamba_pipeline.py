@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from common.eval.ledger import VERDICTS, check_ledger
+from common.claims.ledger import check_ledger
+from common.claims.rules import VERDICTS
 from tests.test_dvc import _run, copy_checkout
 
 RESULTS = "papers/blackmamba/results"

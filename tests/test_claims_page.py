@@ -6,21 +6,21 @@ import json
 
 import pytest
 
-from common.eval.claims_page import BEGIN, END, main, page, render
-from common.eval.ledger import claim_entry
+from common.claims.ledger import claim_entry
+from common.claims.page import BEGIN, END, main, page, render
 from tests.conftest import ROOT
 
 
 def test_committed_readme_matches_the_committed_ledgers():
     readme = (ROOT / "README.md").read_text()
-    assert render(readme, ROOT) == readme, "run `python -m common.eval.claims_page`"
+    assert render(readme, ROOT) == readme, "run `python -m common.claims.page`"
 
 
 def _ledger():
     return [
         claim_entry(id="a", paper="p", claim="A beats B", where="Table 1", metric="loss", profile="tiny",
                     verdict="reproduced", why="w", arms={"A": [1, 2, 3], "B": [2, 3, 4]},
-                    difference=[1.0, 1.0, 1.0], chance=5.0),
+                    difference=[1.0, 1.1, 0.9], chance=5.0),
         claim_entry(id="b", paper="p", claim="C at chance", where="Figure 2", metric="acc", profile="tiny",
                     verdict="inconclusive", why="w", arms={"C": [0.1, 0.1, 0.12]}, chance=0.1),
         claim_entry(id="c", paper="p", claim="big", where="Table 3", metric="acc", profile="tiny", trained=False,
@@ -33,8 +33,11 @@ def test_the_page_counts_verdicts_and_lists_every_claim():
     rows = text.splitlines()
     assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in rows
     assert "| Manticore | - | - | - | - | - | no ledger yet |" in rows
-    assert "| BlackMamba | `a`: A beats B (Table 1) | reproduced | 1 ± 0 (difference) | 3 |" in rows
-    assert "| BlackMamba | `c`: big (Table 3) | needs paper scale | - | - |" in rows
+    # The margin: the interval 1 +- t(0.975, 2) * 0.1 / sqrt(3) = [0.752, 1.248] lies 0.752 / 0.248 =
+    # 3.03 half-widths from zero.
+    assert "| BlackMamba | `a`: A beats B (Table 1) | reproduced | 1 ± 0.1 (difference) | +3.03 | 3 |" in rows
+    assert "| BlackMamba | `b`: C at chance (Figure 2) | inconclusive | C: 0.107 ± 0.012 | - | 3 |" in rows
+    assert "| BlackMamba | `c`: big (Table 3) | needs paper scale | - | - | - |" in rows
 
 
 def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):

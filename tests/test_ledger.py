@@ -9,11 +9,10 @@ import shutil
 
 import pytest
 
-from common.eval.ledger import (
+from common.claims.ledger import check_ledger, claim_entry
+from common.claims.rules import (
     VERDICTS,
     above_chance,
-    check_ledger,
-    claim_entry,
     interval,
     judge_difference,
     judge_equivalence,

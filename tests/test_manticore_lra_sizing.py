@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from common.eval.ledger import check_ledger
+from common.claims.ledger import check_ledger
 from papers.manticore import lra_sizing
 from papers.manticore.report import lra_claims
 from papers.manticore.sizing import flat_from, rise_noise

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from common.claims.ledger import headline_metrics
 from common.errors import ConfigError, DataError, exit_on_user_error
-from common.eval.ledger import headline_metrics
 from common.io import atomic_file, load_json, write_json
 from common.stages import StageCLI
 

@@ -1,7 +1,7 @@
 """Stage `report`: the claims ledger of the BlackMamba paper (`results/claims.json`), its headline
 numbers for `dvc metrics` (`results/metrics.json`), and the README's tables, all from results/*.json.
 
-Every verdict comes from the rules of `common.eval.ledger`: trained comparisons are judged on the
+Every verdict comes from the rules of `common.claims.rules`: trained comparisons are judged on the
 seeds' interval of the difference, with the unigram loss as the chance level; counts and timings
 that involve no training are judged on the measured value. Each rule is written next to its claim.
 """
@@ -13,18 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from common.claims.ledger import check_ledger, claim_entry, claims_table
+from common.claims.rules import LEVEL, above_chance, gate, interval, judge_difference, paired_differences, spread
 from common.eval import report
-from common.eval.ledger import (
-    LEVEL,
-    above_chance,
-    check_ledger,
-    claim_entry,
-    claims_table,
-    interval,
-    judge_difference,
-    paired_differences,
-    spread,
-)
 
 PAPER = "blackmamba"
 RESULTS = ("table1", "sinkhorn", "train_compare", "latency", "routing", "zero_shot")
@@ -148,18 +139,16 @@ def fig4_claims(res: dict, profile: str) -> list[dict]:
                    f"{baseline} / BlackMamba - 1",
             arms={m: comparison["flops_to_target"][m] for m in ("blackmamba", baseline)},
             difference=[r - 1 for r in ratios], chance=chance,
-            control=f"{CONTROL} (BlackMamba with one expert); chance is the unigram validation loss",
+            context=None if control else f"fig4-flops-vs-{CONTROL}: what the experts alone buy over one expert",
             verdict=verdict, why=why))
 
     tf, moe = _seeds(models["transformer"], "final_val_loss"), _seeds(models["moe_transformer"], "final_val_loss")
     # The positive control: the experts' own saving in the Mamba pair. Unless it shows, a transformer
     # that MoE does not help says nothing about MoE, only about this setting.
     control_verdict = next(e["verdict"] for e in entries if e["id"] == f"fig4-flops-vs-{CONTROL}")
-    verdict, why = judge_difference(paired_differences(tf, moe), +1,
-                                    above_chance_ok=learned["transformer"] and learned["moe_transformer"])
-    if control_verdict != "reproduced" and verdict != "inconclusive":
-        verdict, why = "inconclusive", (f"the positive control failed (fig4-flops-vs-{CONTROL} is {control_verdict}); "
-                                        f"the rules alone would say {verdict}: {why}")
+    verdict, why = gate(judge_difference(paired_differences(tf, moe), +1,
+                                         above_chance_ok=learned["transformer"] and learned["moe_transformer"]),
+                        f"fig4-flops-vs-{CONTROL}", control_verdict)
     entries.append(claim_entry(
         id="moe-transformer-vs-transformer", paper=PAPER, profile=profile,
         where="§III-C and §IV-B (background the paper cites from earlier work [11, 12], not a BlackMamba result)",
@@ -278,16 +267,8 @@ def routing_claims(res: dict, train: dict, profile: str) -> list[dict]:
     model = train["models"][res["model"]]
     learned = above_chance(_seeds(model, "final_val_loss"), train["unigram_val_loss"], higher_is_better=False)
     shares = [s["share_balanced"] for s in inference]
-    # Rule: 'most layers' = more than half; reproduced when that holds for every seed, not reproduced
-    # when it fails for every seed, inconclusive otherwise or when the model is at chance.
-    if not learned:
-        verdict, why = "inconclusive", "the model is not measurably below the unigram loss"
-    elif all(s > 0.5 for s in shares):
-        verdict, why = "reproduced", "more than half of the MoE layers are balanced in every seed"
-    elif all(s <= 0.5 for s in shares):
-        verdict, why = "not reproduced", "at most half of the MoE layers are balanced in every seed"
-    else:
-        verdict, why = "inconclusive", "the seeds disagree"
+    # 'Most layers' = more than half: the seeds' interval of the share above one half.
+    verdict, why = judge_difference([s - 0.5 for s in shares], +1, above_chance_ok=learned)
     threshold = res["config"]["balanced_max_over_mean"]
     n_layers = inference[0]["n_layers"]
     layer = inference[0]["layers"][0]
@@ -298,9 +279,11 @@ def routing_claims(res: dict, train: dict, profile: str) -> list[dict]:
     entries = [claim_entry(
         id="fig6-most-layers-balanced", paper=PAPER, where="Figures 6-7", profile=profile,
         claim="Most MoE layers display a high degree of expert balance (inference routing)",
-        metric=f"share of the {n_layers} MoE layers whose busiest expert takes <= {threshold}x the mean load",
+        metric=f"share of the {n_layers} MoE layers whose busiest expert takes <= {threshold}x the mean load, "
+               "minus one half",
         arms={"inference (argmax)": shares, "training (Sinkhorn)": [s["share_balanced"] for s in training]},
-        chance=random_share, control="the same batches routed by training-mode Sinkhorn (balanced by construction)",
+        difference=[s - 0.5 for s in shares], chance=random_share,
+        context="the same batches routed by training-mode Sinkhorn (balanced by construction)",
         verdict=verdict, why=why + f"; model {res['model']}" + chance_why + ", so it balances every layer: "
         "the claim is that the learned router stays near it")]
     late = [s["late_minus_early_max_over_mean"] for s in inference]
@@ -313,7 +296,7 @@ def routing_claims(res: dict, train: dict, profile: str) -> list[dict]:
         metric=f"busiest-expert load / mean, last {inference[0]['late_layers']} MoE layers minus the earlier ones "
                "(inference routing)",
         arms={"inference (argmax)": late}, difference=late, chance=0.0,
-        control="the same batches routed by training-mode Sinkhorn", verdict=verdict,
+        context="the same batches routed by training-mode Sinkhorn", verdict=verdict,
         why=why + chance_why + " in every layer, so late minus early is 0"))
     return entries
 

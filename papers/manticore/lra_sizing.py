@@ -30,9 +30,9 @@ import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from common.claims.rules import run_above_chance
 from common.config import bounded, stage_config
 from common.errors import ConfigError, exit_on_user_error
-from common.eval.ledger import run_above_chance
 from common.io import write_json
 from common.parallel import run_jobs
 from papers.manticore.lra_config import (

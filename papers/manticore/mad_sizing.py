@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common.claims.rules import run_above_chance
 from common.config import bounded, stage_config
 from common.data.mad import IGNORE_INDEX, MADTaskConfig, generate, sequence_length
 from common.errors import ConfigError, exit_on_user_error
-from common.eval.ledger import run_above_chance
 from common.io import write_json
 from common.models.lm import LMConfig
 from common.parallel import run_jobs

@@ -3,7 +3,7 @@ numbers for `dvc metrics` (`results/metrics.json`), and the result tables of
 papers/manticore/README.md, all from results/*.json (see `common.eval.report`).
 
 The ledger holds the claims tested on specialist components over seeds (`specialists`); every
-verdict there comes from the rules of `common.eval.ledger`, with the unigram loss of the held-out
+verdict there comes from the rules of `common.claims.rules`, with the unigram loss of the held-out
 documents as the chance level and, on top of those rules, a settling rule: a ranking is
 `inconclusive` when a compared run's validation loss still fell, over the last fifth of its
 training, by as much as the gap judged. It also holds the MAD claims (Tables 2, 5, 6): `needs
@@ -15,23 +15,26 @@ runs on components pretrained on the same stories) give readings, not verdicts.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.errors import DataError
-from common.eval import report
-from common.eval.ledger import (
+from common.claims.ledger import check_ledger, claim_entry, claims_table
+from common.claims.rules import (
     above_chance,
-    check_ledger,
-    claim_entry,
-    claims_table,
+    boundaries,
+    gap_changes,
     judge_difference,
     judge_equivalence,
     judge_non_inferiority,
     paired_differences,
+    require,
     run_above_chance,
+    settle,
     spread,
 )
+from common.errors import DataError
+from common.eval import report
 
 # The tables of single-seed runs on components pretrained on the same stories read their numbers but
 # give no verdict: the claims ledger holds the verdicts.
@@ -479,12 +482,10 @@ def pair_summary(run: dict) -> dict:
     return summary
 
 
-def _settled(verdict: str, why: str, runs: list[dict], gap: float) -> tuple[str, str]:
-    moving = statistics.fmean(late_movement(r["curve"]) for r in runs)
-    if verdict in ("inconclusive", "needs paper scale") or moving < abs(gap):
-        return verdict, why
-    return "inconclusive", (f"still moving: over the last fifth of training the compared runs' validation loss fell "
-                            f"by {moving:.3f} on average, as much as the gap {abs(gap):.3f}")
+def _settled(judge: Callable[[list[float]], tuple[str, str]], diff: list[float], runs_a: list[dict],
+             runs_b: list[dict]) -> tuple[str, str]:
+    """`judge` on the per-seed `diff` (a - b), settled on the gap between the two arms' runs' curves."""
+    return settle(judge(diff), judge, diff, gap_changes([r["curve"] for r in runs_a], [r["curve"] for r in runs_b]))
 
 
 def unflattened_projectors(runs: list[dict]) -> str | None:
@@ -583,9 +584,8 @@ def specialist_claims(res: dict) -> list[dict]:
     # Figure 2 (left) / Figure 3: a region of the sweep beats both components.
     component, hybrid = [_mix(s["component"]) for s in seeds], [_mix(s["hybrid"]) for s in seeds]
     diff = [c - h for c, h in zip(component, hybrid)]
-    verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([component, hybrid], chance))
-    verdict, why = _settled(verdict, why, [s[k] for s in seeds for k in ("component", "hybrid")],
-                            statistics.fmean(diff))
+    verdict, why = _settled(lambda d: judge_difference(d, +1, above_chance_ok=_learned([component, hybrid], chance)),
+                            diff, [s["component"] for s in seeds], [s["hybrid"] for s in seeds])
     entries.append(claim_entry(
         id="fig3-hybrid-beats-components", claim="A region of the mixture-weight sweep improves over both "
         "(fine-tuned) components on a mix of two genres", where="Figure 2 (left), Figure 3, Table 8",
@@ -605,8 +605,9 @@ def specialist_claims(res: dict) -> list[dict]:
             for label in labels:
                 searched = [_mix(r["searched"][label]) for r in main]
                 d = [c - x for c, x in zip(component, searched)]
-                v, _ = judge_difference(d, +1, above_chance_ok=_learned([searched], chance))
-                verdicts[label] = _settled(v, "", [r["searched"][label] for r in main], statistics.fmean(d))[0]
+                ok = _learned([searched], chance)
+                verdicts[label] = _settled(lambda d, ok=ok: judge_difference(d, +1, above_chance_ok=ok), d,
+                                           [s["component"] for s in seeds], [r["searched"][label] for r in main])[0]
             per_method[method] = verdicts
         beat = ("reproduced", "direction reproduced")
         wins = [m for m, v in per_method.items() if any(x in beat for x in v.values())]
@@ -630,24 +631,25 @@ def specialist_claims(res: dict) -> list[dict]:
         # Figure 3: some NAS algorithm matches or beats the sweep's best.
         advantage = [b - x for b, x in zip(sweep_best, best_searched)]
         margin = MATCH * statistics.fmean(sweep_best)
-        verdict, why = judge_non_inferiority(advantage, margin, above_chance_ok=_learned([sweep_best, best_searched],
-                                                                                         chance))
-        if verdict != "inconclusive" and (stayed := search_stayed_at_start(main)) is not None:
-            verdict, why = "inconclusive", f"{stayed}; alone, the margin rule says {verdict}: {why}"
+        ok = _learned([sweep_best, best_searched], chance)
+        verdict, why = require(_settled(lambda d: judge_non_inferiority(d, margin, above_chance_ok=ok), advantage,
+                                        [s["sweep_best"] for s in seeds], [s["search_best"] for s in seeds]),
+                               search_stayed_at_start(main))
         entries.append(claim_entry(
             id="fig3-nas-matches-sweep", claim="At least one NAS algorithm outperforms or matches the best model "
             "found during the sweep", where="Figure 3", metric=f"best sweep point - best search (mean held-out "
             f"loss); a match is within {MATCH:.0%}", paper_value="5 of 6 settings",
             arms={"sweep best": sweep_best, "best search": best_searched},
-            difference=advantage, control=control, verdict=verdict, why=why, **common))
+            difference=advantage, bounds=boundaries("non_inferiority", margin), control=control, verdict=verdict,
+            why=why, **common))
 
     # Table 8: the learned ensemble does worse than Manticore.
     if all("ensemble" in r for r in main):
         ensemble = [_mix(r["ensemble"]) for r in main]
         diff = [e - b for e, b in zip(ensemble, sweep_best)]
-        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([ensemble, sweep_best], chance))
-        verdict, why = _settled(verdict, why, [r["ensemble"] for r in main] + [s["sweep_best"] for s in seeds],
-                                statistics.fmean(diff))
+        ok = _learned([ensemble, sweep_best], chance)
+        verdict, why = _settled(lambda d: judge_difference(d, +1, above_chance_ok=ok), diff,
+                                [r["ensemble"] for r in main], [s["sweep_best"] for s in seeds])
         entries.append(claim_entry(
             id="table8-ensemble-below-manticore", claim="The ensemble of the components underperforms Manticore",
             where="Table 8, Section 4", metric="learned ensemble - best sweep point (mean held-out loss)",
@@ -656,9 +658,9 @@ def specialist_claims(res: dict) -> list[dict]:
             verdict=verdict, why=why, **common))
         # The appendix's other half: "underperforms Manticore and the best component model on all tasks".
         diff = [e - c for e, c in zip(ensemble, component)]
-        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([ensemble, component], chance))
-        verdict, why = _settled(verdict, why, [r["ensemble"] for r in main] + [s["component"] for s in seeds],
-                                statistics.fmean(diff))
+        ok = _learned([ensemble, component], chance)
+        verdict, why = _settled(lambda d: judge_difference(d, +1, above_chance_ok=ok), diff,
+                                [r["ensemble"] for r in main], [s["component"] for s in seeds])
         entries.append(claim_entry(
             id="table8-ensemble-below-best-component", claim="The ensemble of the components also underperforms "
             "the best component model (the appendix: 'underperforms Manticore and the best component model on all "
@@ -674,10 +676,10 @@ def specialist_claims(res: dict) -> list[dict]:
         alt = [_mix(r["searched"]["darts_alternating"]) for r in main]
         sim = [_mix(r["searched"]["darts_simultaneous"]) for r in main]
         diff = [b - a for a, b in zip(alt, sim)]
-        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([alt, sim], chance))
-        verdict, why = _settled(verdict, why, [r["searched"][k] for r in main
-                                               for k in ("darts_alternating", "darts_simultaneous")],
-                                statistics.fmean(diff))
+        ok = _learned([alt, sim], chance)
+        verdict, why = _settled(lambda d: judge_difference(d, +1, above_chance_ok=ok), diff,
+                                [r["searched"]["darts_simultaneous"] for r in main],
+                                [r["searched"]["darts_alternating"] for r in main])
         entries.append(claim_entry(
             id="table4-alternating-helps", claim="Alternating DARTS updates are somewhat helpful compared with "
             "simultaneous ones", where="Appendix A, Table 4", metric="DARTS simultaneous - alternating, retrained "
@@ -690,9 +692,10 @@ def specialist_claims(res: dict) -> list[dict]:
         best_darts = [min(_mix(r["searched"][k]) for k in darts) for r in main]
         best_dash = [min(_mix(r["searched"][k]) for k in dash) for r in main]
         diff = [b - a for a, b in zip(best_darts, best_dash)]
-        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned([best_darts, best_dash], chance))
-        verdict, why = _settled(verdict, why, [r["searched"][k] for r in main for k in darts + dash],
-                                statistics.fmean(diff))
+        ok = _learned([best_darts, best_dash], chance)
+        verdict, why = _settled(lambda d: judge_difference(d, +1, above_chance_ok=ok), diff,
+                                [min((r["searched"][k] for k in dash), key=_mix) for r in main],
+                                [min((r["searched"][k] for k in darts), key=_mix) for r in main])
         entries.append(claim_entry(
             id="table4-dash-below-darts", claim="DASH is unable to recover strong architectures in this search space "
             "(worse than DARTS)", where="Appendix A, Table 4", metric="best DASH - best DARTS variant, retrained "
@@ -703,9 +706,7 @@ def specialist_claims(res: dict) -> list[dict]:
     unflattened, unlike = unflattened_projectors(main), corners_unlike_components(res)
     for entry in entries:
         holds = [why for why in (unflattened, unlike if entry["id"] in AGAINST_COMPONENTS else None) if why]
-        if holds and entry["verdict"] != "inconclusive":
-            entry["why"] = f"{'; and '.join(holds)}; the rules alone would say {entry['verdict']}: {entry['why']}"
-            entry["verdict"] = "inconclusive"
+        entry["verdict"], entry["why"] = require((entry["verdict"], entry["why"]), "; and ".join(holds) or None)
     return entries
 
 
@@ -749,10 +750,10 @@ def table1_claims(res: dict, common: dict) -> list[dict]:
         compared.update({f"{task}: {name} alone": alone, f"{task}: manticore": arms["manticore"]})
         diff = [c - m for c, m in zip(alone, arms["manticore"])]
         chance = main[0]["chance"][task]
-        verdict, why = judge_difference(diff, +1, above_chance_ok=_learned(list(arms.values()), chance))
+        ok = _learned(list(arms.values()), chance)
         task_runs = [r["tasks"][task] for r in main]
-        compared_runs = [t["alone"][b] for t, b in zip(task_runs, better)] + [t["manticore"] for t in task_runs]
-        verdict, why = _settled(verdict, why, compared_runs, statistics.fmean(diff))
+        verdict, why = _settled(lambda d, ok=ok: judge_difference(d, +1, above_chance_ok=ok), diff,
+                                [t["alone"][b] for t, b in zip(task_runs, better)], [t["manticore"] for t in task_runs])
         controls = []
         for pair, label in (("swapped", "genres swapped"), ("same_architecture", "same architecture")):
             runs = _runs(res, pair)
@@ -1010,10 +1011,15 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
                          f"{'above' if learned[t] else 'at'})" for t, r in searches.items())
     at_chance = [t.split("/")[1] for t, ok in learned.items() if not ok]
     steps = {r["steps"] for r in searches.values()}
-    why = (f"the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
-           f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)}), so their mean alphas are not yet "
-           "MAD's answer; " if at_chance else "the MAD searches learned every task, but ")
-    why += ("the landscape is on components pretrained on the same stories, where no hybrid optimum can form; "
+    arms = programmed_arms(res)
+    # The programmed hybrid's advantage over the better component alone, per seed. The control: the
+    # MAD searches that program the alphas learned their tasks, else their mean alphas are not MAD's answer.
+    diff = paired_differences(arms["better component alone"], arms["programmed"])
+    verdict, why = judge_difference(diff, +1, above_chance_ok=_learned(list(arms.values()), summary["chance"]),
+                                    control_ok=not at_chance)
+    why += (f"; the MAD searches that program the alphas sit at chance on {len(at_chance)} of {len(learned)} tasks at "
+            f"{'/'.join(map(str, sorted(steps)))} steps ({', '.join(at_chance)})" if at_chance else "")
+    why += ("; the landscape is on components pretrained on the same stories, where no hybrid optimum can form: "
             "deciding it needs the MAD searches run to above chance (see mad_sizing) and the two-block landscape "
             "on the specialist pair")
     return claim_entry(
@@ -1021,12 +1027,12 @@ def programmed_claim(res: dict, mad: dict, sizing: dict) -> dict:
         claim="Alphas programmed by averaging the mixture weights searched on the MAD tasks give a two-block hybrid "
               "that outperforms its components and substantially outperforms the naive frankenmerges",
         where="Section 4.3, Figure 2 (right), Appendix J",
-        metric="held-out loss on the completions after fine-tuning: programmed hybrid, components alone, frankenmerges",
+        metric="held-out loss on the completions after fine-tuning, the better component alone - the programmed "
+               "hybrid (the frankenmerges beside them)",
         paper_value="beats both components and both frankenmerges (a figure, no numbers)",
-        arms=programmed_arms(res),
-        chance=summary["chance"],
-        control=f"the frankenmerges ({', '.join(summary['frankenmerges'])}); MAD programming searches' accuracy: "
-                f"{searched}", verdict="inconclusive", why=why)
+        arms=arms, difference=diff, chance=summary["chance"],
+        control=f"MAD programming searches above chance on every task: {searched}",
+        context=f"the frankenmerges ({', '.join(summary['frankenmerges'])})", verdict=verdict, why=why)
 
 
 def projector_budget_claim(res: dict) -> dict:

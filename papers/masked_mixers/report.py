@@ -2,12 +2,11 @@
 headline numbers for `dvc metrics` (`results/metrics.json`), and the README's tables, all from
 results/*.json.
 
-Every verdict comes from the rules of `common.eval.ledger`. Trained comparisons are judged on the
-seeds' interval of the paired difference at equal steps, with the unigram loss as the chance level;
-on top of the ledger's rules, a ranking needs the models to have settled: if either model's
-validation loss still fell, over the last fifth of training, by as much as the gap being judged,
-the verdict is `inconclusive`. Each rule is written next to its claim, with the paper's number and
-where it stands.
+Every verdict comes from the rules of `common.claims.rules`. Trained comparisons are judged on the
+seeds' interval of the paired difference at equal steps, with the unigram loss as the chance level,
+and settle on the paired gap (`settle`): a gap still measurably moving over the last fifth of the
+validation curves, such that one more run at that rate would change the verdict, is `inconclusive`.
+Each rule is written next to its claim, with the paper's number and where it stands.
 """
 
 from __future__ import annotations
@@ -15,20 +14,23 @@ from __future__ import annotations
 import math
 import statistics
 
-from common.eval import report
-from common.eval.ledger import (
+from common.claims.ledger import check_ledger, claim_entry, claims_table
+from common.claims.rules import (
     MIN_SEEDS,
     above_chance,
-    check_ledger,
-    claim_entry,
-    claims_table,
+    boundaries,
+    gap_changes,
+    gate,
     interval,
+    judge_detector,
     judge_difference,
     judge_equivalence,
     paired_differences,
     run_above_chance,
+    settle,
     spread,
 )
+from common.eval import report
 
 PAPER = "masked_mixers"
 RESULTS = ("clm", "autoencoders", "bidirectional", "representation", "retrieval", "memory", "generation",
@@ -42,8 +44,15 @@ def _val(model: dict, key: str = "val_loss") -> list[float]:
     return [run[key] for run in model["seeds"].values()]
 
 
-def _late(model: dict) -> float:
-    return statistics.fmean(_val(model, "late_movement"))
+def _curves(model: dict) -> list[list[tuple[int, float]]]:
+    """Each seed's validation curve, (step, loss)."""
+    return [[(row["step"], row["val/loss"]) for row in run["history"] if "val/loss" in row]
+            for run in model["seeds"].values()]
+
+
+def changes(res: dict, a: str, b: str) -> list[float]:
+    """Per seed, how much the validation gap a - b moved over the last fifth of training."""
+    return gap_changes(_curves(res["models"][a]), _curves(res["models"][b]))
 
 
 def compare_losses(res: dict, a: str, b: str, sign: int, paper_effect: float | None) -> tuple[list, str, str]:
@@ -52,19 +61,12 @@ def compare_losses(res: dict, a: str, b: str, sign: int, paper_effect: float | N
     models, chance = res["models"], res["chance_loss"]
     diff = paired_differences(_val(models[a]), _val(models[b]))
     learned = all(above_chance(_val(models[m]), chance, higher_is_better=False) for m in (a, b))
-    verdict, why = judge_difference(diff, sign, above_chance_ok=learned, paper_effect=paper_effect)
-    verdict, why = settled(verdict, why, learned, max(_late(models[a]), _late(models[b])), diff,
-                           f"the gap {abs(statistics.fmean(diff)):.3f}")
+
+    def judge(d):
+        return judge_difference(d, sign, above_chance_ok=learned, paper_effect=paper_effect)
+
+    verdict, why = settle(judge(diff), judge, diff, changes(res, a, b))
     return diff, verdict, why
-
-
-def settled(verdict: str, why: str, learned: bool, moving: float, diff: list[float], judged: str) -> tuple[str, str]:
-    """The clm rule: a decided difference is `inconclusive` while the last fifth of training still
-    moved validation loss by as much as the difference's mean (`judged` names it)."""
-    if learned and verdict != "inconclusive" and moving >= abs(statistics.fmean(diff)):
-        return "inconclusive", (f"still moving: over the last fifth of training validation loss fell by "
-                                f"{moving:.3f}, as much as {judged}")
-    return verdict, why
 
 
 def _loss_entry(res: dict, a: str, b: str, sign: int, paper_effect: float | None, **fields) -> dict:
@@ -109,10 +111,10 @@ def clm_claims(clm: dict) -> list[dict]:
     diff = paired_differences(_val(models["transfixer_parallel"]), _val(models["llama_h4"]))
     learned = all(above_chance(_val(models[m]), clm["chance_loss"], higher_is_better=False)
                   for m in ("transfixer_parallel", "llama_h4"))
-    verdict, why = judge_equivalence(diff, margin, above_chance_ok=learned)
-    moving = max(_late(models["transfixer_parallel"]), _late(models["llama_h4"]))
-    if verdict == "reproduced" and moving >= margin:
-        verdict, why = "inconclusive", f"still moving: the last fifth of training moved validation loss by {moving:.3f}"
+    def judge(d):
+        return judge_equivalence(d, margin, above_chance_ok=learned)
+
+    verdict, why = settle(judge(diff), judge, diff, changes(clm, "transfixer_parallel", "llama_h4"))
     entries.append(claim_entry(
         id="clm-parallel-transfixer-no-gain", paper=PAPER, profile=clm["profile"], paper_value=0.0,
         claim="A masked conv in parallel with attention gives the Llama's loss: the same, neither better nor worse",
@@ -120,7 +122,8 @@ def clm_claims(clm: dict) -> list[dict]:
         metric=f"validation loss at step {clm['steps']}, transfixer_parallel - llama_h4, within +-{margin} "
                "(the series hybrid's gain in the same table)",
         arms={"transfixer_parallel": _val(models["transfixer_parallel"]), "llama_h4": _val(models["llama_h4"])},
-        difference=diff, chance=clm["chance_loss"], control=control, verdict=verdict, why=why))
+        difference=diff, bounds=boundaries("equivalence", margin), chance=clm["chance_loss"], control=control,
+        verdict=verdict, why=why))
     d, heads = clm["sizes"]["d_model"], (2, 4, 8)
     entries.append(claim_entry(
         id="clm-four-heads-best", paper=PAPER, profile=clm["profile"], verdict="needs paper scale", trained=False,
@@ -144,6 +147,13 @@ def rebound(run: dict) -> float:
     return worst
 
 
+def fires_on_spike() -> bool:
+    """The spike detector's positive case: a constructed run whose loss falls to 1.5 and then rises
+    by 2 ln 2. The detector decides a row only if it fires here."""
+    losses = (3.0, 2.0, 1.5, 1.5 + 2 * SPIKE, 1.4)
+    return rebound({"history": [{"train/loss": loss} for loss in losses]}) >= SPIKE
+
+
 def norms_claims(norms: dict, clm: dict) -> list[dict]:
     """The blog's layer-norm ablation: each model of the norms stage against the clm run of the same
     model and seed, norms in place (same recipe, by construction of the stage). Stability is judged
@@ -164,6 +174,7 @@ def norms_claims(norms: dict, clm: dict) -> list[dict]:
 
     metric = (f"largest rise of the logged training loss above its running minimum (nats), {steps} steps; a spike "
               f"is a rise of ln 2 = {SPIKE:.3f} or more")
+    verdicts = ["not measured"]
     for name, id, claim, where, spikes_claimed in (
             ("llama_h4", "blog-transformer-unstable-without-norms",
              "Without layer norms a transformer's training becomes unstable: its gradients spike to infinity (the "
@@ -175,26 +186,22 @@ def norms_claims(norms: dict, clm: dict) -> list[dict]:
         if name not in norms["models"]:
             continue
         without, with_ = rebounds(norms, name), rebounds(clm, name)
-        spiked = [r >= SPIKE for r in without]
         learned = above_chance(_val(norms["models"][name]), chance, higher_is_better=False)
-        n, count = len(spiked), sum(spiked)
+        verdict, why = judge_detector([r >= SPIKE for r in without], spikes_claimed, fires_on_spike(), "loss spike",
+                                      above_chance_ok=learned)
         if any(r >= SPIKE for r in with_):
-            verdict, why = "inconclusive", "the control spikes too: spikes here do not tell the norms apart"
-        elif spikes_claimed and all(spiked):
-            verdict, why = "reproduced", "every seed without norms spikes, none with them"
-        elif spikes_claimed and not any(spiked) and learned:
+            verdict, why = gate((verdict, why), f"(the clm stage's {name} with norms, which must not spike)",
+                                "not reproduced")
+        if spikes_claimed and verdict == "not reproduced":
             # The blog's instability is in the gradients, which these runs clip and do not log: a calm
             # loss does not show that the gradients stayed finite.
-            verdict, why = "inconclusive", (f"no seed's loss without norms spikes (at {clm['sizes']['n_layers']} "
-                                            "layers; the blog does not say at which depth it saw the spikes), but the "
-                                            "blog's instability is its gradients ('gradients spikes to infinity')")
-        elif not spikes_claimed and any(spiked):
-            verdict, why = "not reproduced", f"spikes in {count} of {n} seeds without norms"
-        elif not spikes_claimed and learned:
-            verdict, why = "reproduced", "no seed spikes, with norms or without, and the runs without norms learn"
-        else:
-            verdict, why = "inconclusive", f"spikes in {count} of {n} seeds without norms" + \
-                ("" if learned else "; those runs are not measurably below the unigram loss")
+            verdict, why = "inconclusive", (f"{why} (at {clm['sizes']['n_layers']} layers; the blog does not say at "
+                                            "which depth it saw the spikes), but the blog's instability is its "
+                                            "gradients ('gradients spikes to infinity')")
+        if not spikes_claimed:
+            # The mixer's calm means something only where the transformer without norms shows the instability.
+            verdict, why = gate((verdict, why), "blog-transformer-unstable-without-norms", verdicts[-1])
+        verdicts.append(verdict)
         history = norms["models"][name]["seeds"][str(norms["seeds"][0])]["history"]
         logged = [r["step"] for r in history if "train/loss" in r]
         every = min((b - a for a, b in zip(logged, logged[1:])), default=1)
@@ -329,11 +336,10 @@ def one_step_claim(one: dict, clm: dict) -> dict:
     diff = paired_differences(_val(models[mixer]), _val(models[transformer]))
     learned = all(above_chance(_val(models[m]), one["chance_loss"], higher_is_better=False)
                   for m in (mixer, transformer))
-    verdict, why = judge_equivalence(diff, ONE_STEP_MARGIN, above_chance_ok=learned)
-    # Settled enough: parity must survive what the last fifth still moves, and so must a gap beyond it.
-    moving, room = max(_late(models[mixer]), _late(models[transformer])), abs(statistics.fmean(diff)) - ONE_STEP_MARGIN
-    if (verdict == "reproduced" and moving >= ONE_STEP_MARGIN) or (verdict == "not reproduced" and moving >= room):
-        verdict, why = "inconclusive", f"still moving: the last fifth of training moved validation loss by {moving:.3f}"
+    def judge(d):
+        return judge_equivalence(d, ONE_STEP_MARGIN, above_chance_ok=learned)
+
+    verdict, why = settle(judge(diff), judge, diff, changes(one, mixer, transformer))
     causal = paired_differences(_val(clm["models"][mixer]), _val(clm["models"][transformer]))
     return claim_entry(
         id="blog-one-step-completion-parity", paper=PAPER, profile=one["profile"], paper_value=0.0,
@@ -343,7 +349,7 @@ def one_step_claim(one: dict, clm: dict) -> dict:
         metric=f"validation loss on tokens {one['prefix']}-{clm['sizes']['n_ctx'] - 1} at step {one['steps']}, "
                f"{mixer} - {transformer}, within +-{ONE_STEP_MARGIN} (a margin chosen here)",
         arms={mixer: _val(models[mixer]), transformer: _val(models[transformer])}, difference=diff,
-        chance=one["chance_loss"], verdict=verdict, why=why,
+        bounds=boundaries("equivalence", ONE_STEP_MARGIN), chance=one["chance_loss"], verdict=verdict, why=why,
         control=f"the clm stage's causal runs of the same models and seeds: {mixer} - {transformer} "
                 f"{statistics.fmean(causal):+.3f} ± {spread(causal)['std']:.3f}")
 
@@ -402,9 +408,11 @@ def short_context_claim(ctx: dict, clm: dict) -> dict:
     diff = paired_differences(gap_short, gap_long)
     learned = all(above_chance(_val(res["models"][m]), res["chance_loss"], higher_is_better=False)
                   for res in (ctx, clm) for m in (mixer, transformer))
-    verdict, why = judge_difference(diff, -1, above_chance_ok=learned)
-    moving = max(_late(res["models"][m]) for res in (ctx, clm) for m in (mixer, transformer))
-    verdict, why = settled(verdict, why, learned, moving, diff, "the difference of the gaps")
+    def judge(d):
+        return judge_difference(d, -1, above_chance_ok=learned)
+
+    moved = paired_differences(changes(ctx, mixer, transformer), changes(clm, mixer, transformer))
+    verdict, why = settle(judge(diff), judge, diff, moved)
     if verdict == "reproduced" and statistics.fmean(gap_short) > 0:
         # The blog gives a figure, no numbers, and reads it as the short window favouring the mixer.
         verdict, why = "direction reproduced", (
@@ -447,7 +455,12 @@ def pair_claims(ae: dict, bi: dict, clm: dict) -> list[dict]:
     learned = all(above_chance(_val(m), res["chance_loss"], higher_is_better=False)
                   for res, m in ((bi, bm["mixer_bidirectional"]), (bi, bm["transformer_bidirectional"]),
                                  (clm, cm["mixer_flat"]), (clm, cm["llama_h4"])))
-    verdict, why = judge_equivalence(diff, margin, above_chance_ok=learned)
+    def judge(d):
+        return judge_equivalence(d, margin, above_chance_ok=learned)
+
+    moved = paired_differences(changes(bi, "mixer_bidirectional", "transformer_bidirectional"),
+                               changes(clm, "mixer_flat", "llama_h4"))
+    verdict, why = settle(judge(diff), judge, diff, moved)
     if bi["steps"] != clm["steps"]:
         verdict, why = "inconclusive", f"the gaps are at different steps ({bi['steps']} vs {clm['steps']})"
     entries.append(claim_entry(
@@ -456,7 +469,8 @@ def pair_claims(ae: dict, bi: dict, clm: dict) -> list[dict]:
         where="blog Masked Mixers II", paper_value="about the same relative efficiency as CLM",
         metric=f"(bidirectional mixer - transformer) - (CLM mixer - Llama) validation loss at step {bi['steps']}, "
                f"within +-{margin:.3f} (half the CLM gap)",
-        arms={"bidirectional_gap": bi_gap, "clm_gap": clm_gap}, difference=diff, chance=bi["chance_loss"],
+        arms={"bidirectional_gap": bi_gap, "clm_gap": clm_gap}, difference=diff,
+        bounds=boundaries("equivalence", margin), chance=bi["chance_loss"],
         control="the CLM gap of the same seeds and steps", verdict=verdict, why=why))
     return entries
 
@@ -570,6 +584,7 @@ def expansion_claims(exp: dict, vocab: int) -> list[dict]:
         id="fig-s3-self-token-similar", **common,
         claim=f"Flat and expanded mixers represent their own tokens about equally ({size}, untrained)",
         where="§2.3 ('their self-token representation power is very similar')", paper_value="similar",
+        bounds=boundaries("equivalence", NEAR),
         metric=f"{metric}, whole last layer: expanded - flat, within +-{NEAR}",
         arms=self_token, difference=diff, verdict=verdict, why=why))
     return entries

@@ -1,11 +1,12 @@
 """The root README's claims page: every claim of the three papers, from their ledgers.
 
-    python -m common.eval.claims_page            # rewrite README.md between the markers
-    python -m common.eval.claims_page --check    # exit 1 if README.md is out of date
+    python -m common.claims.page            # rewrite README.md between the markers
+    python -m common.claims.page --check    # exit 1 if README.md is out of date
 
-Each paper's `report` stage writes `papers/<paper>/results/claims.json` (`common.eval.ledger`).
+Each paper's `report` stage writes `papers/<paper>/results/claims.json` (`common.claims.ledger`).
 This page gathers them: counts per verdict class, then one row per claim with its verdict, our
-number with its spread, and the number of seeds. It is not a DVC stage on purpose: a root stage
+number with its spread, its margin from the nearest decision boundary, and the number of seeds.
+It is not a DVC stage on purpose: a root stage
 that depends on the three ledgers would make `dvc repro` of the root pipeline run all three papers.
 `tests/test_claims_page.py` fails when the committed README and the committed ledgers disagree.
 """
@@ -16,8 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from common.claims.ledger import check_ledger, format_margin, format_ours, seed_count
+from common.claims.rules import VERDICTS
 from common.errors import ArgumentParser, DataError, UserError
-from common.eval.ledger import VERDICTS, check_ledger, format_ours, seed_count
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
 
@@ -53,11 +55,11 @@ def page(ledgers: dict[str, list[dict] | None]) -> str:
             continue
         counts = [sum(entry["verdict"] == verdict for entry in claims) for verdict in VERDICTS]
         lines.append(f"| {PAPERS[paper]} | " + " | ".join(map(str, counts)) + f" | {len(claims)} |")
-    lines += ["", "| paper | claim | verdict | ours | seeds |", "|---|---|---|---|---|"]
+    lines += ["", "| paper | claim | verdict | ours | margin | seeds |", "|---|---|---|---|---|---|"]
     for paper, claims in ledgers.items():
         for entry in claims or []:
             lines.append(f"| {PAPERS[paper]} | `{entry['id']}`: {entry['claim']} ({entry['where']}) | "
-                         f"{entry['verdict']} | {format_ours(entry)} | {seed_count(entry)} |")
+                         f"{entry['verdict']} | {format_ours(entry)} | {format_margin(entry)} | {seed_count(entry)} |")
     return "\n".join(lines)
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         if text != readme:
-            print("README.md: the claims page is out of date; run `python -m common.eval.claims_page`",
+            print("README.md: the claims page is out of date; run `python -m common.claims.page`",
                   file=sys.stderr)
             return 1
         return 0
