@@ -178,7 +178,8 @@ def gap_changes(curves_a: Sequence[Sequence[Sequence[float]]], curves_b: Sequenc
         raise ValueError(f"paired curves need one per seed each, got {len(curves_a)} and {len(curves_b)}")
     changes = []
     for a, b in zip(curves_a, curves_b):
-        gaps = sorted((step, dict(a)[step] - value) for step, value in b if step in dict(a))
+        a = dict(a)
+        gaps = sorted((step, a[step] - value) for step, value in b if step in a)
         if len(gaps) < 2:  # a curve of one point (a `smoke` run): no change can be read
             changes.append(math.nan)
             continue
