@@ -184,6 +184,13 @@ def test_a_rebound_is_the_largest_rise_above_the_lowest_loss_so_far():
     assert rebound(_curve([5.0, float("nan"), 1.0])) == float("inf")
 
 
+def test_the_spike_detector_fires_on_its_constructed_positive_case():
+    """The norms rows decide only if the detector sees a constructed spike (a rise of 2 ln 2)."""
+    from papers.masked_mixers.report import fires_on_spike
+
+    assert fires_on_spike()
+
+
 def _norms(curves: dict[str, list[list[float]]], losses: dict[str, list[float]]) -> dict:
     return {"profile": "tiny", "steps": 100, "seeds": [0, 1, 2], "chance_loss": 5.0,
             "sizes": {"d_model": 64, "n_layers": 4, "n_ctx": 128},

@@ -111,6 +111,7 @@ def clm_claims(clm: dict) -> list[dict]:
     diff = paired_differences(_val(models["transfixer_parallel"]), _val(models["llama_h4"]))
     learned = all(above_chance(_val(models[m]), clm["chance_loss"], higher_is_better=False)
                   for m in ("transfixer_parallel", "llama_h4"))
+
     def judge(d):
         return judge_equivalence(d, margin, above_chance_ok=learned)
 
