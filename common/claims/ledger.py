@@ -126,6 +126,9 @@ def seed_count(entry: dict[str, Any]) -> str:
     return str(min(counts))
 
 
+KNIFE_EDGE = 0.5  # an interval within half its half-width of a boundary: another CPU or seed may move it
+
+
 def format_margin(entry: dict[str, Any]) -> str:
     """The interval's margin from the nearest decision boundary, in half-widths, for a table; "-"
     for a row not judged on an interval. Below 0.5 it is a knife edge: marked so."""
@@ -133,9 +136,6 @@ def format_margin(entry: dict[str, Any]) -> str:
     if value is None or entry["verdict"] == "needs paper scale":
         return "-"
     return f"{value:+.2f}" + (" (knife edge)" if abs(value) < KNIFE_EDGE else "")
-
-
-KNIFE_EDGE = 0.5  # an interval within half its half-width of a boundary: another CPU or seed may move it
 
 
 def claims_table(ledger: dict[str, Any]) -> str:
