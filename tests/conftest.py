@@ -36,6 +36,26 @@ def position_gradient(y: torch.Tensor, x: torch.Tensor, t: int) -> torch.Tensor:
     return grad
 
 
+def report_argv(paper: str, results: Path, readme: Path) -> list[str]:
+    """A paper's `report` command line over `results` and `readme`; a paper whose claims are data
+    also reads its committed `claims.yaml`."""
+    spec = ROOT / "papers" / paper / "claims.yaml"
+    return ["--results", str(results), *(["--spec", str(spec)] if spec.is_file() else []), "--readme", str(readme),
+            "--claims", str(results / "claims.json"), "--metrics", str(results / "metrics.json")]
+
+
+def report_results(paper: str) -> tuple[str, ...]:
+    """The results files a paper's report reads, by name."""
+    import importlib
+
+    import yaml
+
+    spec = ROOT / "papers" / paper / "claims.yaml"
+    if spec.is_file():
+        return tuple(yaml.safe_load(spec.read_text())["results"])
+    return importlib.import_module(f"papers.{paper}.report").RESULTS
+
+
 def smoke_params(**overrides) -> dict:
     """The repository's params.yaml switched to the smoke profile, with `section.key` overrides
     applied to the smoke block, e.g. `smoke_params(**{"lm_baseline.trainer.max_steps": 8})`."""

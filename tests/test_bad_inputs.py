@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from common.stages import generate_stories, lm_baseline
-from tests.conftest import ROOT, run_module, smoke_params, write_params
+from tests.conftest import ROOT, report_argv, run_module, smoke_params, write_params
 
 
 def outputs(tmp_path):
@@ -362,10 +362,9 @@ def test_a_report_checks_its_readme_before_writing(tmp_path, capsys):
 
     readme = tmp_path / "README.md"
     readme.write_text("# no tables here\n")
-    claims, metrics = tmp_path / "results" / "claims.json", tmp_path / "metrics.json"
+    claims, metrics = tmp_path / "results" / "claims.json", tmp_path / "results" / "metrics.json"
     with pytest.raises(SystemExit) as excinfo:
-        report.main(["--results", str(tmp_path / "results"), "--readme", str(readme), "--claims", str(claims),
-                     "--metrics", str(metrics)])
+        report.main(report_argv("blackmamba", tmp_path / "results", readme))
     assert_one_line_exit(capsys, excinfo, "README: no <!-- table:")
     assert not claims.exists() and not metrics.exists()
 
@@ -538,9 +537,7 @@ def test_a_report_over_results_it_cannot_read_is_one_line_and_writes_nothing(pap
     (results / file).write_text(json.dumps(data))
     before = {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]}
     with pytest.raises(SystemExit) as excinfo:
-        importlib.import_module(f"papers.{paper}.report").main(
-            ["--results", str(results), "--readme", str(tmp_path / "README.md"), "--claims",
-             str(results / "claims.json"), "--metrics", str(results / "metrics.json")])
+        importlib.import_module(f"papers.{paper}.report").main(report_argv(paper, results, tmp_path / "README.md"))
     assert_one_line_exit(capsys, excinfo, f"{results}: results of a shape this report does not read (")
     assert {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]} == before
 

@@ -21,7 +21,7 @@ from common.claims.rules import (
     run_above_chance,
     spread,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, report_argv, report_results
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom (statistical tables)
 
@@ -182,13 +182,12 @@ def test_a_report_over_results_from_two_profiles_is_one_line_and_writes_nothing(
     shutil.copytree(ROOT / f"papers/{paper}/results", results)
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / f"papers/{paper}/README.md", readme)
-    last = results / f"{module.RESULTS[-1]}.json"
+    last = results / f"{report_results(paper)[-1]}.json"
     last.write_text(json.dumps({**json.loads(last.read_text()), "profile": "paper"}))
     before = {path: path.read_bytes() for path in [readme, *results.iterdir()]}
     with pytest.raises(SystemExit) as exit_info:
-        module.main(["--results", str(results), "--readme", str(readme), "--claims", str(results / "claims.json"),
-                     "--metrics", str(results / "metrics.json")])
+        module.main(report_argv(paper, results, readme))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "different profiles" in err[0] and f"paper: {module.RESULTS[-1]}" in err[0], err
+    assert len(err) == 1 and "different profiles" in err[0] and f"paper: {report_results(paper)[-1]}" in err[0], err
     assert {path: path.read_bytes() for path in [readme, *results.iterdir()]} == before

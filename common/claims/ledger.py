@@ -20,19 +20,25 @@ def claim_entry(*, id: str, paper: str, claim: str, where: str, metric: str, pro
                 why: str, paper_value: Any = None, arms: dict[str, Sequence[float]] | None = None,
                 difference: Sequence[float] | None = None, bounds: Sequence[float] = (0.0,),
                 chance: float | None = None, control: str | None = None, context: str | None = None,
-                trained: bool = True, evidence: str | None = None) -> dict[str, Any]:
+                trained: bool = True, evidence: str | None = None, margin_value: float | None = None,
+                seeds_declared: int | None = None) -> dict[str, Any]:
     """One ledger entry. `arms` holds each compared model's value per seed, `difference` the per-seed
     difference the verdict used; both go in with their mean, spread and interval, and the interval's
     margin from `bounds`, the judge's decision boundaries (`common.claims.rules.boundaries`).
-    `control` names what gates the verdict, `context` a comparison that only stands beside it."""
+    `control` names what gates the verdict, `context` a comparison that only stands beside it.
+    `margin_value`, when given, is the margin the judge computed (over several intervals, say);
+    `seeds_declared`, the count the claim declared before the run."""
     entry = {"id": id, "paper": paper, "claim": claim, "where": where, "metric": metric, "paper_value": paper_value,
              "profile": profile, "trained": trained, "chance": chance, "control": control, "context": context,
              "arms": {name: spread(values) for name, values in (arms or {}).items()},
-             "difference": None, "margin": None, "verdict": verdict, "why": why, "evidence": evidence}
+             "difference": None, "margin": margin_value, "verdict": verdict, "why": why, "evidence": evidence}
+    if seeds_declared is not None:
+        entry["seeds_declared"] = seeds_declared
     if difference is not None:
         low_high = interval(difference)
         entry["difference"] = {**spread(difference), "interval": list(low_high)}
-        entry["margin"] = margin(*low_high, bounds)
+        if margin_value is None:
+            entry["margin"] = margin(*low_high, bounds)
     check_entry(entry)
     return entry
 
@@ -77,10 +83,10 @@ def check_entry(entry: dict[str, Any]) -> None:
     if entry["trained"]:
         seeds = [arm["n"] for arm in entry["arms"].values()] + \
             ([entry["difference"]["n"]] if entry.get("difference") else [])
-        if not seeds or (min(seeds) < MIN_SEEDS and entry["verdict"] != "inconclusive"):
+        if entry["verdict"] != "inconclusive" and (not seeds or min(seeds) < MIN_SEEDS):
             raise ValueError(f"claim {name}: a verdict on a trained comparison needs at least {MIN_SEEDS} seeds, "
                              f"got {seeds}; with fewer it is inconclusive")
-        if entry.get("chance") is None and not entry.get("control"):
+        if entry["verdict"] != "inconclusive" and entry.get("chance") is None and not entry.get("control"):
             raise ValueError(f"claim {name}: a trained comparison names its chance level or a control")
 
 
@@ -123,7 +129,7 @@ def seed_count(entry: dict[str, Any]) -> str:
     counts = [arm["n"] for arm in entry["arms"].values()]
     if entry.get("difference"):
         counts.append(entry["difference"]["n"])
-    return str(min(counts))
+    return str(min(counts)) if counts else "-"
 
 
 KNIFE_EDGE = 0.5  # an interval within half its half-width of a boundary: another CPU or seed may move it

@@ -24,8 +24,9 @@ comparison), in this order:
    row is `inconclusive`. `require` does the same for a computed check (a precondition of the
    experiment that failed). A comparison that only gives context is not a control.
 
-Outcomes counted over seeds (`judge_k_of_n`) use an exact binomial test, so that a bimodal outcome
-is judged as the count it is. A detector (`judge_detector`: a loss spike, an imbalance) decides only
+A value claimed to lie in a band (`judge_within`: "near 0") is judged on its interval, clipped to
+the metric's range. Outcomes counted over seeds (`judge_k_of_n`) use an exact binomial test, so that
+a bimodal outcome is judged as the count it is. A detector (`judge_detector`: a loss spike, an imbalance) decides only
 when it fired on a constructed positive case. `margin` says how far a decided interval lies from the
 nearest decision boundary, in units of its half-width, so that knife edges show.
 
@@ -162,6 +163,27 @@ def judge_non_inferiority(differences: Sequence[float], margin: float, *, above_
     if high < -margin:
         return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] lies below -{margin:.4g}"
     return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] crosses -{margin:.4g}"
+
+
+def judge_within(values: Sequence[float], band: tuple[float, float],
+                 scale: tuple[float, float] = (-math.inf, math.inf)) -> Judgement:
+    """The verdict on a claim that a measured value lies in `band` ("near 0" on a metric of [0, 1]),
+    from its values over seeds: their interval, clipped to the metric's `scale`, within the band,
+    wholly outside it, or across its edge (`inconclusive`)."""
+    if (undecidable := _undecidable(values, True, None)) is not None:
+        return undecidable
+    low, high = clipped_interval(values, scale)
+    if band[0] <= low and high <= band[1]:
+        return "reproduced", f"the interval [{low:.3g}, {high:.3g}] lies within [{band[0]:g}, {band[1]:g}]"
+    if high < band[0] or low > band[1]:
+        return "not reproduced", f"the interval [{low:.3g}, {high:.3g}] lies outside [{band[0]:g}, {band[1]:g}]"
+    return "inconclusive", f"the interval [{low:.3g}, {high:.3g}] crosses an edge of [{band[0]:g}, {band[1]:g}]"
+
+
+def clipped_interval(values: Sequence[float], scale: tuple[float, float]) -> tuple[float, float]:
+    """The interval of the mean of `values`, within the metric's range `scale`."""
+    low, high = interval(values)
+    return max(low, scale[0]), min(high, scale[1])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from argparse import Namespace
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -124,30 +125,41 @@ def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: 
                        tables: dict[str, Table], argv: list[str] | None = None) -> None:
     """The `report` stage of a paper with a claims ledger: `claims.json` from `build_ledger` over the
     results, its headline numbers as `metrics.json` (`dvc metrics`), then the README's tables."""
-    rerun_hint = f"run `dvc repro papers/{paper}/dvc.yaml` first"
 
     @exit_on_user_error
     def run() -> None:
         args = StageCLI(f"Write the claims ledger of papers/{paper}, its metrics and the README's tables.",
                         ("results", "readme", "claims", "metrics"), params=False).parse(argv)
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-        if args.claims.resolve() != (args.results / "claims.json").resolve():
-            raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
-                              f"reads it; got {args.claims}")
-        table_blocks(read_readme(args.readme), tables)  # before anything is written
-        results = load_results(args.results, result_names, paper)
-        ledger = read_results(lambda: build_ledger(results), args.results, rerun_hint)
-        metrics = headline_metrics(ledger)
-        # The README's tables read the ledger written here: rendered from it before any output is
-        # written, so that a result it cannot read leaves all three as they were.
-        # As the file will read back (tuples as lists), which is what the README's table renders.
-        claims = json.loads(json.dumps({"profile": results[result_names[0]]["profile"], "paper": paper,
-                                        "claims": ledger}, sort_keys=True))
-        readme = read_results(lambda: render(read_readme(args.readme), args.results, tables, rerun_hint,
-                                             written={"claims": claims}), args.results, rerun_hint)
-        write_json(args.claims, claims)
-        write_json(args.metrics, metrics)
-        write_readme(args.readme, readme)
-        logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)
+        write_ledger_report(args, paper, result_names, build_ledger, tables)
 
     run()
+
+
+def profile_of(results: dict[str, dict]) -> str:
+    return str(next(iter(results.values()))["profile"])
+
+
+def write_ledger_report(args: Namespace, paper: str, result_names: tuple[str, ...],
+                        build: Callable[[dict[str, dict]], list[dict]], tables: dict[str, Table]) -> None:
+    """`claims.json` from `build` over the results, its headline numbers as `metrics.json` (`dvc
+    metrics`), then the README's tables; nothing is written unless all three can be."""
+    rerun_hint = f"run `dvc repro papers/{paper}/dvc.yaml` first"
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.claims.resolve() != (args.results / "claims.json").resolve():
+        raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
+                          f"reads it; got {args.claims}")
+    table_blocks(read_readme(args.readme), tables)  # before anything is written
+    results = load_results(args.results, result_names, paper)
+    ledger = read_results(lambda: build(results), args.results, rerun_hint)
+    metrics = headline_metrics(ledger)
+    # The README's tables read the ledger written here: rendered from it before any output is
+    # written, so that a result it cannot read leaves all three as they were.
+    # As the file will read back (tuples as lists), which is what the README's table renders.
+    claims = json.loads(json.dumps({"profile": profile_of(results), "paper": paper, "claims": ledger},
+                                   sort_keys=True))
+    readme = read_results(lambda: render(read_readme(args.readme), args.results, tables, rerun_hint,
+                                         written={"claims": claims}), args.results, rerun_hint)
+    write_json(args.claims, claims)
+    write_json(args.metrics, metrics)
+    write_readme(args.readme, readme)
+    logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)

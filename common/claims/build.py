@@ -1,0 +1,356 @@
+"""Every paper's ledger, built by one function from its `claims.yaml` and its results.
+
+A paper declares its claims as data in `papers/<paper>/claims.yaml`: for each claim its id, the
+paper's wording and where it says it, the paper's number, the metric, the extractor that reads its
+numbers, the judge, the chance level, the control and the seed count declared before the run. A
+paper's code only extracts numbers: an extractor is a function of the paper's `evidence` module,
+named in the YAML, that takes the paper's results (and the claim's `args`) and returns `Evidence`.
+`build_ledger` hands those numbers to the rules of `common.claims.rules`; nothing else sets a
+verdict. The YAML's text fields are format strings over the extractor's `facts` and the claim's
+`args` (`{target_loss:.3f}`), so that numbers in the prose come from the results.
+
+The judges:
+
+- `difference`: a claimed sign (`sign: +1` larger, `-1` smaller) of the per-seed difference, and the
+  paper's size where it is comparable with ours (`paper_effect`, `size_tolerance`; without them the
+  row judges direction only, and its `size` says why). With `parts`, several differences, each
+  judged so: the row holds when all do.
+  `size_when` conditions over the facts (as for `exact`) must also hold for `reproduced`; where one
+  fails, the row is `direction reproduced` when every seed points the paper's way.
+- `equivalence` and `non_inferiority`, with their `margin` (a number, or the name of a fact).
+- `within`: a value claimed to lie in a `band` (near one end of its `scale`), on its seeds' interval.
+- `k_of_n`: an outcome in more than `share` of the seeds.
+- `detector`: an event that happens (`claimed: true`) or never happens in every run, read by a
+  detector that must fire on its constructed positive case.
+- `exact`: counts and structural properties, no seeds: `reproduced_when` conditions over the facts
+  (`"forward_deviation <= 0.02"`), then `direction_when`; else `not reproduced`.
+- `needs_paper_scale`: its `why` and the cheapest `evidence` measured here.
+
+Every trained row is settled on its gap's curve when the extractor gives the per-seed `changes`,
+gated on its `control` (an earlier claim's id) and on the extractor's `failure` (a computed check).
+A probe that can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
+`inconclusive`), one that can only confirm it in `cannot_refute`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from common.claims import rules
+from common.claims.ledger import check_ledger, claim_entry
+from common.errors import ConfigError
+
+JUDGES = ("difference", "equivalence", "non_inferiority", "within", "k_of_n", "detector", "exact",
+          "needs_paper_scale")
+TEXT = ("claim", "where", "metric", "context", "note", "size", "why", "evidence")
+KEYS = {"id", "claim", "where", "paper_value", "unit", "metric", "extract", "args", "judge", "sign", "paper_effect",
+        "size_tolerance", "size", "margin", "share", "claimed", "what", "reproduced_when", "direction_when",
+        "chance", "control", "context", "note", "seeds", "trained", "why", "evidence", "judged_at", "band", "scale",
+        "size_when", "cannot_confirm", "cannot_refute"}
+REQUIRED = {"id", "claim", "where", "judge"}
+OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
+CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
+
+
+@dataclass
+class Evidence:
+    """The numbers an extractor reads from a paper's results for one claim. `arms`: each compared
+    model's value per seed; `difference`: the per-seed difference the judge reads (ours minus the
+    comparison); `parts`: several such differences, each judged; `changes`: per seed, how much the
+    gap moved over the last fifth of its curve (`rules.gap_changes`), for settling; `learned`: every
+    model measurably above chance; `failure`: a computed precondition that failed, in words; `hits`
+    of `n` seeds for `k_of_n`; `fires` per run and `fires_on_positive` for a detector; `facts`:
+    named numbers for the claim's text and `exact` conditions; `missing`: why this configuration
+    measured nothing for the claim (a smoke run with one MoE layer)."""
+
+    arms: dict[str, list[float]] = field(default_factory=dict)
+    difference: list[float] | None = None
+    parts: dict[str, list[float]] | None = None
+    changes: list[float] | None = None
+    learned: bool = True
+    chance: float | None = None
+    failure: str | None = None
+    hits: int | None = None
+    n: int | None = None
+    fires: list[bool] | None = None
+    fires_on_positive: bool | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    missing: str | None = None
+
+
+def load_spec(path: Path) -> dict[str, Any]:
+    """A paper's `claims.yaml`, checked: a spec error is one line naming the claim and the key."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such claims file")
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("claims"), list) or not isinstance(spec.get("paper"), str):
+        raise ConfigError(f"{path}: must hold `paper` (a name), `results` and `claims` (a list)")
+    if not isinstance(spec.get("results"), list) or not all(isinstance(r, str) for r in spec["results"]):
+        raise ConfigError(f"{path}: `results` must list the results files the claims read, by name")
+    seen: set[str] = set()
+    for number, claim in enumerate(spec["claims"]):
+        name = claim.get("id", f"#{number}") if isinstance(claim, dict) else f"#{number}"
+        check_claim(claim, name, seen, path)
+        seen.add(name)
+    return spec
+
+
+def check_claim(claim: Any, name: str, earlier: set[str], path: Path) -> None:
+    def fail(problem: str) -> None:
+        raise ConfigError(f"{path}: claim {name}: {problem}")
+
+    if not isinstance(claim, dict):
+        fail("not a mapping of keys")
+    if unknown := sorted(set(claim) - KEYS):
+        fail(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}")
+    if missing := sorted(k for k in REQUIRED if not claim.get(k)):
+        fail(f"missing {', '.join(missing)}")
+    if name in earlier:
+        fail("the id repeats")
+    judge = claim["judge"]
+    if judge not in JUDGES:
+        fail(f"judge {judge!r}; allowed: {', '.join(JUDGES)}")
+    if judge == "needs_paper_scale" or claim.get("judged_at"):
+        if not claim.get("why") or not claim.get("evidence"):
+            fail("a row at paper scale gives `why` and the cheapest `evidence` measured here")
+    if judge == "needs_paper_scale":
+        return
+    if not claim.get("extract") or not claim.get("metric"):
+        fail("a judged claim names its `extract` function and its `metric`")
+    if judge == "difference" and claim.get("sign") not in (1, -1):
+        fail(f"sign must be +1 (larger) or -1 (smaller), got {claim.get('sign')!r}")
+    if judge == "difference" and claim.get("paper_effect") is None and not claim.get("size"):
+        fail("a difference without a comparable `paper_effect` says in `size` why it judges direction only")
+    if judge == "within" and not (isinstance(claim.get("band"), list) and len(claim["band"]) == 2):
+        fail("judge within needs its `band`, [low, high]")
+    if judge in ("equivalence", "non_inferiority") and claim.get("margin") is None:
+        fail(f"judge {judge} needs a `margin`")
+    if judge == "detector" and (not isinstance(claim.get("claimed"), bool) or not claim.get("what")):
+        fail("judge detector needs `claimed` (true or false) and `what` it detects")
+    for key in ("reproduced_when", "direction_when", "size_when"):
+        for condition in claim.get(key) or []:
+            if not isinstance(condition, str) or not CONDITION.match(condition):
+                fail(f"{key}: {condition!r} is not `<fact> <op> <number>` with op one of {', '.join(OPERATORS)}")
+    if judge == "exact" and not claim.get("reproduced_when"):
+        fail("judge exact needs `reproduced_when` conditions")
+    if claim.get("size_when") and judge != "difference":
+        fail("`size_when` is for judge difference")
+    if claim.get("trained", True) and judge != "exact" and not isinstance(claim.get("seeds"), int):
+        fail("a trained claim declares its `seeds` (a whole number), before the run")
+    if (control := claim.get("control")) is not None and control not in earlier:
+        fail(f"control {control!r} is not a claim declared above it")
+
+
+def text(template: str | None, values: dict[str, Any], name: str) -> str | None:
+    """A text field with its `{fact}` fields filled; an unknown field is one line naming both."""
+    if template is None:
+        return None
+    try:
+        return str(template).format_map(values)
+    except (KeyError, IndexError, ValueError) as err:
+        raise ConfigError(f"claim {name}: the text {str(template)[:50]!r} names {err}, which its extractor does "
+                          f"not give (it gives: {', '.join(sorted(values))})") from None
+
+
+def read_conditions(claim: dict[str, Any], conditions: list[str], facts: dict[str, Any]) -> tuple[bool, str]:
+    """Whether every condition (`<fact> <op> <number>`) holds over the facts, and each one read."""
+    held, shown = [], []
+    for condition in conditions:
+        fact, op, bound = CONDITION.match(condition).groups()
+        if fact not in facts:
+            raise ConfigError(f"claim {claim['id']}: condition {condition!r} names {fact!r}, which its extractor "
+                              f"does not give (it gives: {', '.join(sorted(facts))})")
+        held.append(OPERATORS[op](facts[fact], float(bound)))
+        shown.append(f"{fact} = {facts[fact]:.4g} ({op} {bound}: {'holds' if held[-1] else 'fails'})")
+    return all(held), "; ".join(shown)
+
+
+def judge_exact(claim: dict[str, Any], facts: dict[str, Any]) -> rules.Judgement:
+    """`reproduced` when every `reproduced_when` condition holds, `direction reproduced` when every
+    `direction_when` one does, else `not reproduced`; why shows each condition read."""
+    reproduced, why = read_conditions(claim, claim["reproduced_when"], facts)
+    if reproduced:
+        return "reproduced", why
+    if claim.get("direction_when"):
+        direction, why_direction = read_conditions(claim, claim["direction_when"], facts)
+        if direction:
+            return "direction reproduced", f"{why}; in direction, {why_direction}"
+    return "not reproduced", why
+
+
+def judge_size(judgement: rules.Judgement, claim: dict[str, Any], evidence: Evidence) -> rules.Judgement:
+    """A `reproduced` difference whose `size_when` conditions fail: `direction reproduced` when every
+    seed points the paper's way, else `inconclusive`."""
+    verdict, why = judgement
+    if verdict != "reproduced" or not claim.get("size_when"):
+        return judgement
+    holds, shown = read_conditions(claim, claim["size_when"], evidence.facts)
+    if holds:
+        return verdict, f"{why}; {shown}"
+    if all(d * claim["sign"] > 0 for d in evidence.difference):
+        return "direction reproduced", f"{why}, but not its size: {shown}"
+    return "inconclusive", f"{why}, but not its size ({shown}), and not every seed points the paper's way"
+
+
+def one_sided(judgement: rules.Judgement, claim: dict[str, Any]) -> rules.Judgement:
+    """A probe that can only refute (`cannot_confirm`) or only confirm (`cannot_refute`) its claim:
+    the verdict it cannot reach is `inconclusive`, with the claim's reason."""
+    verdict, why = judgement
+    if verdict in rules.PASSING and claim.get("cannot_confirm"):
+        return "inconclusive", f"{claim['cannot_confirm']}; the rules alone would say {verdict}: {why}"
+    if verdict == "not reproduced" and claim.get("cannot_refute"):
+        return "inconclusive", f"{claim['cannot_refute']}; the rules alone would say {verdict}: {why}"
+    return judgement
+
+
+def interval_judge(claim: dict[str, Any], evidence: Evidence,
+                   margin: float | None) -> tuple[Callable[[list[float]], rules.Judgement], tuple[float, ...]]:
+    """The judge of a row read on an interval, as a function of the per-seed differences, and its
+    decision boundaries."""
+    kind = claim["judge"]
+    if kind == "within":
+        scale = tuple(claim.get("scale", (-math.inf, math.inf)))
+        return (lambda d: rules.judge_within(d, tuple(claim["band"]), scale)), tuple(claim["band"])
+    if kind == "difference":
+        return (lambda d: rules.judge_difference(d, claim["sign"], above_chance_ok=evidence.learned,
+                                                 paper_effect=claim.get("paper_effect"),
+                                                 size_tolerance=claim.get("size_tolerance", 0.5))), (0.0,)
+    if kind == "equivalence":
+        return (lambda d: rules.judge_equivalence(d, margin, above_chance_ok=evidence.learned)), \
+            rules.boundaries(kind, margin)
+    return (lambda d: rules.judge_non_inferiority(d, margin, above_chance_ok=evidence.learned)), \
+        rules.boundaries(kind, margin)
+
+
+def judge_parts(judge: Callable[[list[float]], rules.Judgement], parts: dict[str, list[float]],
+                bounds: tuple[float, ...]) -> tuple[rules.Judgement, float | None]:
+    """Each part judged: `not reproduced` when one is, `inconclusive` when one is, else the weakest
+    class; the margin is the smallest."""
+    judged = {name: judge(values) for name, values in parts.items()}
+    verdicts = [verdict for verdict, _ in judged.values()]
+    verdict = next(v for v in ("not reproduced", "inconclusive", "direction reproduced", "reproduced")
+                   if v in verdicts)
+    margins = [rules.margin(*rules.interval(values), bounds) for values in parts.values()]
+    known = [m for m in margins if m is not None]
+    return (verdict, "; ".join(f"{name}: {why}" for name, (_, why) in judged.items())), \
+        (min(known) if len(known) == len(margins) else None)
+
+
+def seed_count(evidence: Evidence) -> int | None:
+    """How many seeds (or runs) the evidence holds, the fewest over its parts."""
+    counts = [len(v) for v in (evidence.parts or {}).values()]
+    if evidence.difference is not None:
+        counts.append(len(evidence.difference))
+    if evidence.n is not None:
+        counts.append(evidence.n)
+    if evidence.fires is not None:
+        counts.append(len(evidence.fires))
+    if not counts:
+        counts = [len(v) for v in evidence.arms.values()]
+    return min(counts) if counts else None
+
+
+def judge_claim(claim: dict[str, Any], evidence: Evidence,
+                verdicts: dict[str, str]) -> tuple[rules.Judgement, float | None]:
+    """The verdict on one claim from its evidence, and its margin (None for a row not read on an
+    interval). `verdicts`: those of the claims above it, for its control."""
+    kind, name = claim["judge"], claim["id"]
+    values = evidence.facts
+    margin_value = claim.get("margin")
+    if isinstance(margin_value, str):  # the name of a fact: a margin the experiment measured
+        if margin_value not in values:
+            raise ConfigError(f"claim {name}: margin {margin_value!r} is neither a number nor a fact its extractor "
+                              f"gives (it gives: {', '.join(sorted(values))})")
+        margin_value = values[margin_value]
+    margin = None
+    if evidence.missing:
+        return ("inconclusive", evidence.missing), None
+    declared, held = claim.get("seeds"), seed_count(evidence)
+    if declared is not None and held is not None and held > declared:
+        raise ConfigError(f"claim {name}: the results hold {held} seeds, {declared} were declared; declare the "
+                          "count in claims.yaml before the run, never after reading a verdict")
+    if kind == "exact":
+        judgement = judge_exact(claim, evidence.facts)
+    elif kind == "k_of_n":
+        judgement = rules.judge_k_of_n(evidence.hits, evidence.n, claim.get("share", 0.5))
+    elif kind == "detector":
+        judgement = rules.judge_detector(evidence.fires, claim["claimed"], bool(evidence.fires_on_positive),
+                                         claim["what"], above_chance_ok=evidence.learned)
+    else:
+        judge, bounds = interval_judge(claim, evidence, margin_value)
+        if evidence.parts is not None:
+            judgement, margin = judge_parts(judge, evidence.parts, bounds)
+        else:
+            judgement = judge(evidence.difference)
+            low_high = rules.interval(evidence.difference)
+            if kind == "within":
+                low_high = rules.clipped_interval(evidence.difference, tuple(claim.get("scale", (-math.inf, math.inf))))
+            margin = rules.margin(*low_high, bounds)
+            if evidence.changes is not None:
+                judgement = rules.settle(judgement, judge, evidence.difference, evidence.changes)
+            if kind == "difference":
+                judgement = judge_size(judgement, claim, evidence)
+    judgement = one_sided(judgement, claim)
+    if declared is not None and held is not None and held < declared:
+        judgement = rules.require(judgement, f"{held} of the {declared} seeds declared for this claim")
+    judgement = rules.require(judgement, evidence.failure)
+    if claim.get("control"):
+        judgement = rules.gate(judgement, claim["control"], verdicts[claim["control"]])
+    return judgement, margin
+
+
+def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: ModuleType,
+                 profile: str) -> list[dict]:
+    """Every claim of `spec` (a loaded `claims.yaml`) as a ledger entry, judged on what its extractor
+    in `extractors` reads from `results`, in the spec's order."""
+    entries, verdicts = [], {}
+    for claim in spec["claims"]:
+        name, kind = claim["id"], claim["judge"]
+        fields = dict(id=name, paper=spec["paper"], profile=profile, claim=claim["claim"], where=claim["where"],
+                      paper_value=claim.get("paper_value"), trained=claim.get("trained", kind != "exact"))
+        at_scale = kind == "needs_paper_scale" or (claim.get("judged_at") and profile not in claim["judged_at"])
+        evidence = extract(claim, extractors, results) if claim.get("extract") else Evidence()
+        values = {"profile": profile, **claim.get("args", {}), **evidence.facts}
+        if at_scale:
+            entry = claim_entry(**fields, metric=text(claim.get("metric"), values, name) or "-",
+                                verdict="needs paper scale", why=text(claim["why"], values, name),
+                                evidence=text(claim["evidence"], values, name))
+        else:
+            (verdict, why), margin = judge_claim(claim, evidence, verdicts)
+            if note := text(claim.get("note"), values, name):
+                why = f"{why}; {note}"
+            if verdict == "reproduced" and kind == "difference" and claim.get("paper_effect") is None:
+                why = f"{why}. Direction only: {text(claim['size'], values, name)}"
+            chance = claim["chance"] if "chance" in claim else evidence.chance
+            entry = claim_entry(**fields, metric=text(claim["metric"], values, name), verdict=verdict, why=why,
+                                arms=evidence.arms, difference=evidence.difference, chance=chance,
+                                control=claim.get("control"), context=text(claim.get("context"), values, name),
+                                margin_value=margin, seeds_declared=claim.get("seeds"))
+        verdicts[name] = entry["verdict"]
+        entries.append(entry)
+    check_ledger(entries)
+    return entries
+
+
+def extract(claim: dict[str, Any], extractors: ModuleType, results: dict[str, dict]) -> Evidence:
+    """The claim's evidence from its named extractor."""
+    function = getattr(extractors, claim["extract"], None)
+    if not callable(function):
+        raise ConfigError(f"claim {claim['id']}: extract {claim['extract']!r} is not a function of "
+                          f"{extractors.__name__}")
+    evidence = function(results, **claim.get("args", {}))
+    if not isinstance(evidence, Evidence):
+        raise TypeError(f"claim {claim['id']}: {claim['extract']} returned {type(evidence).__name__}, not Evidence")
+    return evidence

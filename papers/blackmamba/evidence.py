@@ -1,0 +1,183 @@
+"""The numbers behind each claim of `claims.yaml`, read from the BlackMamba results. Each function is
+an extractor named by a claim: it takes the results by name (and the claim's `args`) and returns
+`Evidence`; the verdict is `common.claims.build`'s."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from common.claims.build import Evidence
+from common.claims.rules import above_chance, gap_changes, paired_differences
+
+
+def _seeds(model: dict, key: str) -> list[float]:
+    return [run[key] for run in model["seeds"].values()]
+
+
+def _learned(train: dict, *names: str) -> bool:
+    """Every named model's final validation loss measurably below the unigram loss (chance)."""
+    return all(above_chance(_seeds(train["models"][name], "final_val_loss"), train["unigram_val_loss"],
+                            higher_is_better=False) for name in names)
+
+
+def _val_curves(model: dict) -> list[list[tuple[int, float]]]:
+    return [[(row["step"], row["val/loss"]) for row in run["history"] if "val/loss" in row]
+            for run in model["seeds"].values()]
+
+
+def table1_sizes(results: dict) -> Evidence:
+    rows = [row for row in results["table1"]["rows"] if row["model"].startswith("BlackMamba")]
+    ratios = {f"{row['model']}, {kind}": [row["ratio_ours_over_paper"][kind]] for row in rows
+              for kind in ("forward_params", "total_params")}
+    return Evidence(arms=ratios, facts={
+        f"{kind}_off": max(abs(row["ratio_ours_over_paper"][f"{kind}_params"] - 1) for row in rows)
+        for kind in ("forward", "total")})
+
+
+def table1_flops(results: dict) -> Evidence:
+    rows = {row["model"]: row for row in results["table1"]["rows"]}
+    bm, mamba = rows["BlackMamba 342M/1.5B"], rows["Mamba 343M"]
+    ours = bm["ours"]["training_flops"] / mamba["ours"]["training_flops"]
+    paper = bm["paper"]["training_flops"] / mamba["paper"]["training_flops"]
+    return Evidence(arms={"ours": [ours]}, facts={"ours": ours, "paper": paper, "off_paper": abs(ours - paper)})
+
+
+def sinkhorn_iterations(results: dict) -> Evidence:
+    """Iterations to converge from each initialisation, on the paper's sigmoid inputs when studied."""
+    s = results["sinkhorn"]["summary"]
+    source = "sigmoid" if "sigmoid" in s else next(iter(s))
+    bm, vanilla = s[source]["blackmamba"], s[source]["vanilla"]
+    raw = s.get("logits", s[source])["vanilla"]
+    return Evidence(
+        arms={f"{src}, {init}: median iterations (scale-free test)": [s[src][init]["median_iters_relative"]]
+              for src in s for init in ("blackmamba", "vanilla")},
+        facts={"source": source, "blackmamba_median": bm["median_iters_relative"],
+               "blackmamba_max": bm["max_iters_relative"], "agreement_after_1": bm["min_agreement_after_1"],
+               "vanilla_median": vanilla["median_iters_relative"], "vanilla_max": vanilla["max_iters_relative"],
+               "share_fewer": s[source]["share_blackmamba_fewer_iters_relative"],
+               "share_at_most": s[source]["share_blackmamba_at_most_vanilla_relative"],
+               "raw_vanilla_median": raw["median_iters_relative"], "raw_vanilla_max": raw["max_iters_relative"]})
+
+
+def flops_saving(results: dict, baseline: str) -> Evidence:
+    """The baseline's FLOPs to the pair's worse final loss over BlackMamba's, minus 1, per seed."""
+    train = results["train_compare"]
+    comparison = train["comparisons"][baseline]
+    return Evidence(arms={m: comparison["flops_to_target"][m] for m in ("blackmamba", baseline)},
+                    difference=[r - 1 for r in comparison["ratio_over_blackmamba"]],
+                    learned=_learned(train, "blackmamba", baseline), chance=train["unigram_val_loss"],
+                    facts={"target_loss": comparison["target_val_loss"]})
+
+
+def loss_gap(results: dict, worse: str, better: str) -> Evidence:
+    """Final validation loss, `worse` - `better`, per seed, with the gap's late movement."""
+    train = results["train_compare"]
+    a, b = train["models"][worse], train["models"][better]
+    return Evidence(arms={worse: _seeds(a, "final_val_loss"), better: _seeds(b, "final_val_loss")},
+                    difference=paired_differences(_seeds(a, "final_val_loss"), _seeds(b, "final_val_loss")),
+                    changes=gap_changes(_val_curves(a), _val_curves(b)), learned=_learned(train, worse, better),
+                    chance=train["unigram_val_loss"])
+
+
+def _latency_facts(latency: dict) -> dict:
+    return {"first": latency["growth_measured_from"], "last": max(latency["lengths"]),
+            "tolerance": latency["flat_tolerance"], "timings": latency["repeats"]}
+
+
+def latency_growth(results: dict) -> Evidence:
+    """BlackMamba's per-token latency growth over each timing, minus the flat tolerance."""
+    latency = results["latency"]
+    growth = latency["summary"]["blackmamba"]["latency_growth_repeats"]
+    return Evidence(arms={"blackmamba": growth}, difference=[g - latency["flat_tolerance"] for g in growth],
+                    facts=_latency_facts(latency))
+
+
+def over_blackmamba(results: dict, key: str, baselines: list[str]) -> Evidence:
+    """Each baseline's timed value minus BlackMamba's, timing by timing (the models took turns, so the
+    i-th timings pair): `latency_growth_repeats`, or `ms_per_token_repeats` at the longest length."""
+    latency = results["latency"]
+    last = str(max(latency["lengths"]))
+    timed = {name: latency["summary"][name][key] if key in latency["summary"][name] else
+             latency["models"][name][last][key] for name in ("blackmamba", *baselines) if name in latency["summary"]}
+    speeds = ", ".join(f"{name} {s['ms_per_token_at_last']:.2f}" for name, s in latency["summary"].items())
+    return Evidence(arms=timed, parts={f"{name} - blackmamba": paired_differences(timed[name], timed["blackmamba"])
+                                       for name in baselines if name in timed},
+                    facts={**_latency_facts(latency), "speeds": speeds})
+
+
+def cache_growth(results: dict) -> Evidence:
+    latency = results["latency"]
+    rows, last, first = latency["models"], str(max(latency["lengths"])), str(latency["growth_measured_from"])
+    growth = {name: rows[name][last]["cache_bytes"] / rows[name][first]["cache_bytes"]
+              for name in ("blackmamba", "transformer")}
+    return Evidence(arms={name: [g] for name, g in growth.items()},
+                    facts={**_latency_facts(latency), **{f"{name}_growth": g for name, g in growth.items()}})
+
+
+def random_router_loads(tokens: int, experts: int, threshold: float, draws: int = 2000) -> tuple[float, float]:
+    """Chance for the routing rows: a router that ignores its input and sends each of `tokens` tokens
+    to one of `experts` at random. Returns its mean busiest-expert load / mean load, and the share of
+    such layers at or under `threshold` (seeded Monte Carlo over `draws` layers)."""
+    loads = np.random.default_rng(0).multinomial(tokens, [1 / experts] * experts, size=draws)
+    ratio = loads.max(axis=1) / (tokens / experts)
+    return float(ratio.mean()), float((ratio <= threshold).mean())
+
+
+def _routing(results: dict) -> tuple[list[dict], list[dict], bool, dict]:
+    routing, train = results["routing"], results["train_compare"]
+    inference = [seed["inference (argmax)"] for seed in routing["seeds"].values()]
+    training = [seed["training (Sinkhorn)"] for seed in routing["seeds"].values()]
+    layer = inference[0]["layers"][0]
+    threshold = routing["config"]["balanced_max_over_mean"]
+    random_ratio, random_share = random_router_loads(layer["tokens"], len(layer["tokens_per_expert"]), threshold)
+    facts = {"model": routing["model"], "threshold": threshold, "n_layers": inference[0]["n_layers"],
+             "late_layers": inference[0]["late_layers"], "tokens": layer["tokens"],
+             "experts": len(layer["tokens_per_expert"]), "random_ratio": random_ratio, "random_share": random_share}
+    return inference, training, _learned(train, routing["model"]), facts
+
+
+def balanced_share(results: dict) -> Evidence:
+    """The share of MoE layers balanced under inference routing, minus one half ('most'), per seed."""
+    inference, training, learned, facts = _routing(results)
+    shares = [s["share_balanced"] for s in inference]
+    return Evidence(arms={"inference (argmax)": shares, "training (Sinkhorn)": [s["share_balanced"] for s in training]},
+                    difference=[s - 0.5 for s in shares], learned=learned, chance=facts["random_share"], facts=facts)
+
+
+def late_imbalance(results: dict) -> Evidence:
+    inference, _, learned, facts = _routing(results)
+    late = [s["late_minus_early_max_over_mean"] for s in inference]
+    if None in late:
+        return Evidence(facts=facts, missing="this model has one MoE layer: no layer is late")
+    return Evidence(arms={"inference (argmax)": late}, difference=late, learned=learned, facts=facts)
+
+
+def task_scores(results: dict, baseline: str) -> Evidence:
+    """Mean accuracy over the tasks, BlackMamba - `baseline`, per seed; learned when every task has a
+    known chance level and both models are above it on each."""
+    zero_shot = results["zero_shot"]
+    models, tasks, chance = zero_shot["models"], zero_shot["tasks"], zero_shot["chance"]
+    facts = {"tasks": ", ".join(tasks), "chance_per_task": ", ".join(f"{t} {chance[t]}" for t in tasks)}
+    if "blackmamba" not in models or baseline not in models:
+        return Evidence(facts=facts, missing=f"the zero_shot stage scored no {baseline} or no blackmamba")
+
+    def acc(name: str, task: str) -> list[float]:
+        return [seed["tasks"][task].get("acc,none", float("nan")) for seed in models[name].values()]
+
+    def learned(name: str) -> bool:
+        return all(chance[t] is not None and above_chance(acc(name, t), chance[t]) for t in tasks)
+
+    ours = [seed["mean_acc"] for seed in models["blackmamba"].values()]
+    theirs = [seed["mean_acc"] for seed in models[baseline].values()]
+    known = [chance[t] for t in tasks if chance[t] is not None]
+    return Evidence(arms={"blackmamba": ours, baseline: theirs}, difference=paired_differences(ours, theirs),
+                    learned=learned("blackmamba") and learned(baseline),
+                    chance=sum(known) / len(known) if len(known) == len(tasks) else None, facts=facts)
+
+
+def training_scale(results: dict) -> Evidence:
+    train = results["train_compare"]
+    bm = train["models"]["blackmamba"]
+    steps = next(iter(bm["seeds"].values()))["steps"]
+    return Evidence(facts={"forward_params_m": bm["forward_params"] / 1e6,
+                           "tokens_m": steps * train["tokens_per_step"] / 1e6, "seeds": len(train["seeds"])})
