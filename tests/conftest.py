@@ -37,23 +37,56 @@ def position_gradient(y: torch.Tensor, x: torch.Tensor, t: int) -> torch.Tensor:
 
 
 def report_argv(paper: str, results: Path, readme: Path) -> list[str]:
-    """A paper's `report` command line over `results` and `readme`; a paper whose claims are data
-    also reads its committed `claims.yaml`."""
-    spec = ROOT / "papers" / paper / "claims.yaml"
-    return ["--results", str(results), *(["--spec", str(spec)] if spec.is_file() else []), "--readme", str(readme),
-            "--claims", str(results / "claims.json"), "--metrics", str(results / "metrics.json")]
+    """A paper's `report` command line over `results` and `readme`, with its committed claims.yaml."""
+    return ["--results", str(results), "--spec", str(ROOT / "papers" / paper / "claims.yaml"), "--readme",
+            str(readme), "--claims", str(results / "claims.json"), "--metrics", str(results / "metrics.json")]
 
 
 def report_results(paper: str) -> tuple[str, ...]:
-    """The results files a paper's report reads, by name."""
-    import importlib
-
+    """The results files a paper's report reads, by name, as its claims.yaml lists them."""
     import yaml
 
-    spec = ROOT / "papers" / paper / "claims.yaml"
-    if spec.is_file():
-        return tuple(yaml.safe_load(spec.read_text())["results"])
-    return importlib.import_module(f"papers.{paper}.report").RESULTS
+    return tuple(yaml.safe_load((ROOT / "papers" / paper / "claims.yaml").read_text())["results"])
+
+
+def judge_claims(paper: str, results: dict, ids: list[str], profile: str = "tiny") -> dict[str, dict]:
+    """The ledger entries of a paper's claims `ids` (with the claims they are gated on or count,
+    judged first) from `results`, which need hold only what those claims read."""
+    import importlib
+
+    from common.claims.build import build_ledger, load_spec
+
+    spec = load_spec(ROOT / "papers" / paper / "claims.yaml")
+    by_id, needed = {c["id"]: c for c in spec["claims"]}, set()
+
+    def need(name: str) -> None:
+        needed.add(name)
+        for other in [by_id[name].get("control"), *by_id[name].get("of", [])]:
+            if other:
+                need(other)
+
+    for name in ids:
+        need(name)
+    chosen = [c for c in spec["claims"] if c["id"] in needed]
+    ledger = build_ledger({**spec, "claims": chosen}, results, importlib.import_module(f"papers.{paper}.evidence"),
+                          profile)
+    return {entry["id"]: entry for entry in ledger}
+
+
+def rebuilt_ledger(paper: str) -> tuple[list[dict], list[dict]]:
+    """A paper's ledger rebuilt from its committed claims.yaml and results, beside the committed one."""
+    import importlib
+    import json
+
+    from common.claims.build import build_ledger, load_spec
+    from common.eval.report import load_results
+
+    spec = load_spec(ROOT / "papers" / paper / "claims.yaml")
+    results = ROOT / "papers" / paper / "results"
+    committed = json.loads((results / "claims.json").read_text())
+    rebuilt = build_ledger(spec, load_results(results, tuple(spec["results"]), paper),
+                           importlib.import_module(f"papers.{paper}.evidence"), committed["profile"])
+    return json.loads(json.dumps(rebuilt)), committed["claims"]
 
 
 def smoke_params(**overrides) -> dict:

@@ -17,7 +17,7 @@ from common.errors import ConfigError
 from tests.conftest import ROOT
 
 PAPERS = ("blackmamba", "masked_mixers", "manticore")
-MIGRATED = ("blackmamba",)  # the papers whose claims are data; issue 55 moves the other two
+MIGRATED = PAPERS
 
 
 def extractors(**functions) -> types.ModuleType:
@@ -75,7 +75,7 @@ def test_a_repeated_id_and_a_file_that_is_not_a_spec_are_refused(tmp_path):
         load_spec(tmp_path / "absent.yaml")
 
 
-@pytest.mark.parametrize("paper", MIGRATED)
+@pytest.mark.parametrize("paper", PAPERS)
 def test_every_paper_spec_loads_and_names_extractors_that_exist(paper):
     spec = load_spec(ROOT / "papers" / paper / "claims.yaml")
     module = importlib.import_module(f"papers.{paper}.evidence")
@@ -87,10 +87,7 @@ def test_every_paper_spec_loads_and_names_extractors_that_exist(paper):
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_no_paper_module_writes_a_verdict(paper):
-    """Verdicts come from the rules only: no string literal in a paper's Python is a verdict class.
-    The papers not yet migrated to claims.yaml still write theirs (issue 55), so they fail here."""
-    if paper not in MIGRATED:
-        pytest.xfail(f"papers/{paper} still judges in its own code (issue 55)")
+    """Verdicts come from the rules only: no string literal in a paper's Python is a verdict class."""
     found = []
     for path in sorted((ROOT / "papers" / paper).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -217,3 +214,42 @@ def test_a_probe_that_can_only_refute_never_confirms_and_one_that_can_only_confi
     assert build(spec_of(claim(cannot_confirm="no larger batch")), falls)["c"]["verdict"] == "not reproduced"
     row = build(spec_of(claim(cannot_refute="the gradients are not logged")), falls)["c"]
     assert row["verdict"] == "inconclusive" and "the gradients are not logged" in row["why"]
+
+
+def test_a_count_of_other_claims_holds_on_at_least_its_number():
+    """"Most tasks" (2 of 3): decided only when the task rows decide it either way."""
+    tasks = [claim(id=f"task{i}", extract=f"task{i}") for i in range(3)]
+    most = claim(id="most", judge="count", of=["task0", "task1", "task2"], at_least=2, extract=None, trained=False)
+    spec = spec_of(*tasks, most)
+    win, loss, unsure = ([0.5, 0.6, 0.55], [-0.5, -0.6, -0.55], [0.5, -0.6, 0.1])
+
+    def verdict(*differences):
+        evidence = {f"task{i}": Evidence(difference=d, chance=5.0) for i, d in enumerate(differences)}
+        return build(spec, evidence)["most"]
+
+    assert verdict(win, win, loss)["verdict"] == "reproduced"
+    assert verdict(win, loss, loss)["verdict"] == "not reproduced"
+    row = verdict(win, unsure, loss)
+    assert row["verdict"] == "inconclusive" and row["why"].startswith("1 of 3 pass, at least 2 needed")
+
+
+def test_groups_of_parts_pass_when_one_of_their_parts_does():
+    """Two of three algorithms, each with two variants: an algorithm passes when one variant does."""
+    parts = {"a1": [0.5, 0.6, 0.55], "a2": [-0.5, -0.6, -0.55], "b1": [0.3, 0.31, 0.32], "b2": [0.1, -0.1, 0.0],
+             "c1": [-0.3, -0.31, -0.32], "c2": [-0.5, -0.6, -0.55]}
+    groups = {"a": ["a1", "a2"], "b": ["b1", "b2"], "c": ["c1", "c2"]}
+    row = build(spec_of(claim(at_least=2)), Evidence(arms=parts, parts=parts, groups=groups, chance=5.0))["c"]
+    assert row["verdict"] == "reproduced" and row["why"].startswith("2 of 3 pass, at least 2 needed")
+    parts["b1"] = [0.1, -0.1, 0.0]
+    assert build(spec_of(claim(at_least=2)), Evidence(arms=parts, parts=parts, groups=groups,
+                                                       chance=5.0))["c"]["verdict"] == "inconclusive"
+    parts["b1"] = parts["b2"] = [-0.3, -0.31, -0.32]
+    assert build(spec_of(claim(at_least=2)), Evidence(arms=parts, parts=parts, groups=groups,
+                                                       chance=5.0))["c"]["verdict"] == "not reproduced"
+
+
+def test_a_claim_scoped_to_other_profiles_has_no_row_here():
+    scoped = claim(profiles=["paper"])
+    evidence = Evidence(difference=[0.5, 0.5, 0.6], chance=5.0)
+    assert build(spec_of(scoped), evidence, "tiny") == {}
+    assert build(spec_of(scoped), evidence, "paper")["c"]["verdict"] == "reproduced"

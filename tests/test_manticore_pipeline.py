@@ -113,12 +113,14 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert f"{nl['ensemble']['val_loss']:.4f}" in readme
 
 
-def test_committed_readme_matches_the_committed_results():
+def test_committed_readme_and_ledger_match_the_committed_results():
     from papers.manticore.report import render
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, rebuilt_ledger
 
     readme = (ROOT / "papers/manticore/README.md").read_text()
-    assert render(readme, ROOT / RESULTS) == readme, "run `python -m papers.manticore.report`"
+    assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/manticore/dvc.yaml:report`"
+    rebuilt, committed = rebuilt_ledger("manticore")
+    assert rebuilt == committed
 
 
 @pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process

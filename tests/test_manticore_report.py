@@ -1,23 +1,26 @@
-"""The Manticore ledger's rules on specialist components, on made-up results whose verdict is known."""
+"""Manticore's claims as `claims.yaml` declares them, on made-up results whose verdict is known."""
 
 from __future__ import annotations
 
 import pytest
 
+from common.claims.build import build_ledger, load_spec
 from common.claims.rules import judge_difference
-from papers.manticore.report import (
-    better_alone,
-    build_ledger,
-    late_movement,
-    mad_claims,
-    mad_sizing,
-    programmed_claim,
-    specialist_claims,
-    specialists,
-    task_arms,
-)
+from papers.manticore import evidence
+from papers.manticore.evidence import better_alone, late_movement, task_arms
+from papers.manticore.report import mad_sizing, specialists
+from tests.conftest import ROOT, judge_claims
 from tests.test_manticore_lra_sizing import sized as lra_sized
 from tests.test_manticore_lra_sizing import table as lra_table
+
+SPEC = load_spec(ROOT / "papers/manticore/claims.yaml")
+SPECIALIST_ROWS = [c["id"] for c in SPEC["claims"] if c.get("extract") in (
+    "hybrid_over_components", "nas_over_components", "search_over_sweep", "ensemble_gap", "search_variants",
+    "task_gain") or c["id"] == "table1-beats-components-on-most-tasks"]
+
+
+def specialist_claims(res: dict) -> dict[str, dict]:
+    return judge_claims("manticore", {"specialists": res}, SPECIALIST_ROWS)
 
 CHANCE = {"stories": 6.0, "instructions": 6.0, "mix": 6.0}
 
@@ -52,10 +55,6 @@ def results(sweeps, searched, ensemble, moving=0.0, projector_fall=0.01, searche
     return {"profile": "tiny", "runs": runs}
 
 
-def by_id(entries: list[dict]) -> dict[str, dict]:
-    return {e["id"]: e for e in entries}
-
-
 SEARCH = ("darts_alternating", "darts_simultaneous", "dash_alternating", "gaea_alternating")
 
 
@@ -66,14 +65,14 @@ SEARCHED = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
 
 def test_an_interior_optimum_beyond_the_seeds_spread_is_reproduced():
     sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
-    ledger = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8)))
+    ledger = (specialist_claims(results(sweeps, searched, ensemble=1.8)))
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
     assert ledger["fig3-hybrid-beats-components"]["difference"]["mean"] == pytest.approx(0.2033, abs=1e-3)
     assert ledger["fig3-two-nas-beat-components"]["verdict"] == "reproduced", "DARTS and GAEA beat 1.49-1.52"
     assert ledger["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
     assert ledger["table8-ensemble-below-manticore"]["verdict"] == "reproduced"
     assert ledger["table8-ensemble-below-best-component"]["verdict"] == "reproduced", "1.8 against 1.49-1.52"
-    between = by_id(specialist_claims(results(sweeps, searched, ensemble=1.4)))
+    between = (specialist_claims(results(sweeps, searched, ensemble=1.4)))
     assert between["table8-ensemble-below-manticore"]["verdict"] == "reproduced", "1.4 against 1.29-1.31"
     assert between["table8-ensemble-below-best-component"]["verdict"] == "not reproduced"
     assert ledger["table4-alternating-helps"]["verdict"] == "reproduced"
@@ -83,22 +82,22 @@ def test_an_interior_optimum_beyond_the_seeds_spread_is_reproduced():
 def test_a_component_corner_at_the_optimum_is_not_reproduced():
     sweeps = [[1.20, 1.40, 1.30, 1.45, 1.60], [1.21, 1.41, 1.31, 1.44, 1.61], [1.19, 1.42, 1.29, 1.46, 1.59]]
     searched = [dict(zip(SEARCH, (1.30, 1.35, 1.70, 1.31)))] * 3
-    ledger = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8)))
+    ledger = (specialist_claims(results(sweeps, searched, ensemble=1.8)))
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "not reproduced"
     assert ledger["fig3-two-nas-beat-components"]["verdict"] == "not reproduced"
 
 
 def test_runs_that_still_move_or_sit_at_chance_decide_nothing():
     sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
-    moving = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, moving=0.5)))
+    moving = (specialist_claims(results(sweeps, searched, ensemble=1.8, moving=0.5)))
     assert moving["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
     assert "still moving" in moving["fig3-hybrid-beats-components"]["why"]
-    unflat = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, projector_fall=0.2)))
+    unflat = (specialist_claims(results(sweeps, searched, ensemble=1.8, projector_fall=0.2)))
     assert {e["verdict"] for e in unflat.values()} == {"inconclusive"}
     assert "projectors not pretrained to flattening" in unflat["fig3-hybrid-beats-components"]["why"]
     assert "the rules alone would say reproduced" in unflat["fig3-hybrid-beats-components"]["why"]
     at_chance = [[6.1 + x for x in sweep] for sweep in sweeps]
-    ledger = by_id(specialist_claims(results(at_chance, searched, ensemble=1.8)))
+    ledger = (specialist_claims(results(at_chance, searched, ensemble=1.8)))
     assert ledger["fig3-hybrid-beats-components"]["verdict"] == "inconclusive"
 
 
@@ -106,9 +105,10 @@ def test_corners_that_are_not_their_components_hold_every_row_against_the_compon
     res = results(UNIFORM_OPTIMUM, SEARCHED, ensemble=1.8)
     for r in res["runs"]:  # the Mamba corner 10% below Mamba fine-tuned alone for the same steps
         r["tasks"]["mix"]["alone"]["mamba_instructions"] = point(r["sweep"][-1]["loss"]["mix"] / 0.9)
-    ledger = by_id(specialist_claims(res))
+    ledger = specialist_claims(res)
+    assert ledger["table1-beats-components-on-most-tasks"]["verdict"] == "inconclusive"
     for row in ("fig3-hybrid-beats-components", "fig3-two-nas-beat-components", "table8-ensemble-below-manticore",
-                "table1-mix-beats-components", "table1-beats-components-on-most-tasks"):
+                "table1-mix-beats-components"):
         assert ledger[row]["verdict"] == "inconclusive", row
         assert "positive control failed: at a one-hot alpha the hybrid is not its component" in ledger[row]["why"]
         assert "-10% in seed" in ledger[row]["why"]
@@ -119,25 +119,25 @@ def test_corners_that_are_not_their_components_hold_every_row_against_the_compon
     # Within 2% the corner is its component.
     for r in res["runs"]:
         r["tasks"]["mix"]["alone"]["mamba_instructions"] = point(r["sweep"][-1]["loss"]["mix"] / 0.99)
-    assert by_id(specialist_claims(res))["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
+    assert specialist_claims(res)["fig3-hybrid-beats-components"]["verdict"] == "reproduced"
     # No component fine-tuned alone for the corners' steps: no positive control.
     for r in res["runs"]:
         del r["tasks"]
-    unchecked = by_id(specialist_claims(res))["fig3-hybrid-beats-components"]
+    unchecked = specialist_claims(res)["fig3-hybrid-beats-components"]
     assert unchecked["verdict"] == "inconclusive" and "no positive control" in unchecked["why"]
 
 
 def test_a_search_that_stays_at_its_uniform_start_cannot_show_it_finds_a_uniform_optimum():
     sweeps, searched = UNIFORM_OPTIMUM, SEARCHED
-    stayed = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.51)))
+    stayed = (specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.51)))
     assert stayed["fig3-nas-matches-sweep"]["verdict"] == "inconclusive"
     assert "uniform start" in stayed["fig3-nas-matches-sweep"]["why"]
     assert "the rules alone would say reproduced" in stayed["fig3-nas-matches-sweep"]["why"]
     # Beyond half a sweep step (0.125) the search moved; and an optimum away from the start is found, not kept.
-    moved = by_id(specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.64)))
+    moved = (specialist_claims(results(sweeps, searched, ensemble=1.8, searched_alpha=0.64)))
     assert moved["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
     off_start = [[1.50, 1.40, 1.35, 1.30, 1.60], [1.52, 1.41, 1.36, 1.31, 1.61], [1.49, 1.42, 1.34, 1.29, 1.59]]
-    kept = by_id(specialist_claims(results(off_start, searched, ensemble=1.8, searched_alpha=0.51)))
+    kept = (specialist_claims(results(off_start, searched, ensemble=1.8, searched_alpha=0.51)))
     assert kept["fig3-nas-matches-sweep"]["verdict"] == "reproduced"
 
 
@@ -154,10 +154,13 @@ def test_the_ledger_and_the_table_render():
     res = results(sweeps, searched, ensemble=1.8)
     lra = {"lra_experiments": lra_table({"gpt_neo": 0.3, "mamba": 0.3, "manticore": 0.3}, programmed_at=0.5),
            "lra_sizing": lra_sized({"gpt_neo": {150: 0.3}, "mamba": {150: 0.3}})}
-    ledger = build_ledger({"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
-                           "programmed": programmed_results(list(MAD_TASKS)),
-                           "projector_budget": budgets([0.0, 0.5, 0.5]), **lra})
-    assert len(ledger) == 7 + 4 + 3 + 2 + 2  # with Table 1's four rows: every run holds its tasks
+    every = {"specialists": res, "mad_experiments": mad_results(), "mad_sizing": sizing({}),
+             "programmed": programmed_results(list(MAD_TASKS)), "projector_budget": budgets([0.0, 0.5, 0.5]), **lra}
+    ledger = build_ledger(SPEC, every, evidence, "tiny")
+    # every claim of the tiny profile: the specialist rows with Table 1's four, MAD's three, LRA's three
+    # (pathfinder32 not run here, so inconclusive), Figure 2 (right) and Figure 4
+    assert len(ledger) == 7 + 4 + 3 + 3 + 2
+    assert {e["id"]: e["verdict"] for e in ledger}["table3-lra-pathfinder32"] == "inconclusive"
     table = specialists(res)
     assert "| sweep alpha 0.50 | 1.300 ± 0.000 |" in table and "gpt_neo alone, 200 steps" in table
     # The fixture's projectors fell 3.01 -> 3.00 over their last fifth; its corners are their components.
@@ -186,7 +189,7 @@ def with_tasks(res: dict, losses: dict[str, tuple[float, float, float]], chance:
 
 def table1_verdicts(losses: dict, chance: float = 6.0) -> dict[str, str]:
     res = with_tasks(results(UNIFORM_OPTIMUM, SEARCHED, ensemble=1.8), losses, chance)
-    return {e["id"]: e["verdict"] for e in specialist_claims(res) if e["id"].startswith("table1-")}
+    return {e["id"]: e["verdict"] for e in specialist_claims(res).values() if e["id"].startswith("table1-")}
 
 
 def test_table1_is_judged_per_task_against_the_better_component_and_summed_up():
@@ -236,21 +239,26 @@ def mad_results() -> dict:
             "tasks": {t: row for t in MAD_TASKS}}
 
 
-def test_mad_rows_need_paper_scale_while_a_network_sits_at_chance_at_the_tables_budget():
-    ledger = by_id(mad_claims(mad_results(), sizing({"mamba": 300, "mambaformer": None})))
-    assert {e["verdict"] for e in ledger.values()} == {"needs paper scale"}
-    assert "mamba 300" in ledger["table2-right-beats-components"]["evidence"]
-    assert "mambaformer >300" in ledger["table2-left-matches-existing-hybrids"]["evidence"]
-    assert "striped_hyena_experts_moe" in ledger["table2-left-matches-existing-hybrids"]["why"], "the column not run"
-    assert set(ledger) == {"table2-right-beats-components", "table2-left-matches-existing-hybrids",
-                           "table5-discretization-marginal"}
+MAD_ROWS = ["table2-right-beats-components", "table2-left-matches-existing-hybrids", "table5-discretization-marginal"]
+
+
+def mad_claims(mad: dict, sized: dict) -> dict[str, dict]:
+    return judge_claims("manticore", {"mad_experiments": mad, "mad_sizing": sized}, MAD_ROWS)
+
+
+def test_mad_rows_say_from_which_budget_each_network_leaves_chance():
+    ledger = mad_claims(mad_results(), sizing({"mamba": 300, "mambaformer": None}))
+    assert {e["verdict"] for e in ledger.values()} == {"inconclusive"}
+    assert "mamba 300" in ledger["table2-right-beats-components"]["why"]
+    assert "mambaformer >300" in ledger["table2-left-matches-existing-hybrids"]["why"]
+    assert "Striped Hyena Experts + MoE is not run" in ledger["table2-left-matches-existing-hybrids"]["why"]
 
 
 def test_mad_rows_with_every_network_above_chance_still_need_three_seeds():
-    ledger = by_id(mad_claims(mad_results(), sizing({})))
+    ledger = mad_claims(mad_results(), sizing({}))
     assert {e["verdict"] for e in ledger.values()} == {"inconclusive"}
     right = ledger["table2-right-beats-components"]
-    assert "one seed" in right["why"]
+    assert "1 seed(s); a verdict needs at least 3" in right["why"]
     assert right["arms"]["in-context-recall"]["values"] == [pytest.approx(0.1)], "better component 2.0 - Manticore 1.9"
 
 
@@ -267,7 +275,9 @@ def budgets(best_alphas: list[float]) -> dict:
 
 
 def test_figure4_names_what_the_cheapest_runs_show():
-    from papers.manticore.report import projector_budget_claim
+    def projector_budget_claim(res: dict) -> dict:
+        return judge_claims("manticore", {"projector_budget": res}, ["fig4-optimum-stabilises"])[
+            "fig4-optimum-stabilises"]
 
     corner = projector_budget_claim(budgets([0.0, 0.0, 0.0]))
     assert corner["verdict"] == "needs paper scale" and "gpt_neo alone is the best point at every budget" in \
@@ -290,7 +300,9 @@ def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_noth
         mad = {"tasks": {f"{setting}/{t}": {"programming": {"accuracy": a, "scored_positions": 600, "steps": 80}}
                          for t, a in accuracies.items()}}
         sized = {"config": {"alpha": 0.01}, "tasks": {f"{setting}/{t}": {"chance": 0.14} for t in accuracies}}
-        return programmed_claim(programmed_results(list(mad["tasks"])), mad, sized)
+        results = {"programmed": programmed_results(list(mad["tasks"])), "mad_experiments": mad, "mad_sizing": sized}
+        return judge_claims("manticore", results, ["fig2-right-mad-programmed-hybrid"])[
+            "fig2-right-mad-programmed-hybrid"]
 
     entry = programmed({"in-context-recall": 0.9, "selective-copying": 0.15})
     assert entry["verdict"] == "inconclusive"
@@ -301,11 +313,11 @@ def test_mad_programmed_alphas_from_searches_at_chance_are_named_and_decide_noth
     for name, values in expected.items():
         assert entry["arms"][name]["values"] == pytest.approx(values), name
     assert entry["chance"] == 4.8
-    assert entry["why"].startswith("the positive control failed")
     # With every search above chance the control passes and the rules decide: here the programmed
     # hybrid's advantage (0.2, 0.0, -0.2 by seed) spans zero.
     learned = programmed({"in-context-recall": 0.9, "selective-copying": 0.5})
     assert learned["verdict"] == "inconclusive" and learned["why"].startswith("the 95% interval of the difference")
+    assert "sit at chance" not in learned["why"]
     assert learned["difference"]["values"] == pytest.approx([0.2, 0.0, -0.2])
 
 

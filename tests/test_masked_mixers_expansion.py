@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from common.blocks import build_block
+from common.claims.build import build_ledger, load_spec
+from papers.masked_mixers import evidence
 from papers.masked_mixers.expansion import trace_mixer
-from papers.masked_mixers.report import expansion_claims
+from tests.conftest import ROOT
 
 
 def hand_count(n: int, e: float, k: int, heads: int) -> dict:
@@ -53,7 +55,11 @@ def _exp(dead: dict[str, float], lost: dict[str, int], rep_flat=(0.6, 0.62, 0.61
 
 
 def _verdicts(exp: dict) -> dict[str, str]:
-    return {entry["id"]: entry["verdict"] for entry in expansion_claims(exp, vocab=512)}
+    """The verdicts of the Figure S1-S3 rows of claims.yaml on these results."""
+    spec = load_spec(ROOT / "papers/masked_mixers/claims.yaml")
+    rows = [claim for claim in spec["claims"] if claim["id"].startswith("fig-s")]
+    ledger = build_ledger({**spec, "claims": rows}, {"expansion": exp, "clm": {"vocab_size": 512}}, evidence, "tiny")
+    return {entry["id"]: entry["verdict"] for entry in ledger}
 
 
 def test_both_sides_of_one_are_reproduced_when_the_flat_control_is_clean():

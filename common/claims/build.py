@@ -14,7 +14,7 @@ The judges:
 - `difference`: a claimed sign (`sign: +1` larger, `-1` smaller) of the per-seed difference, and the
   paper's size where it is comparable with ours (`paper_effect`, `size_tolerance`; without them the
   row judges direction only, and its `size` says why). With `parts`, several differences, each
-  judged so: the row holds when all do.
+  judged so: the row holds when all do, or when `at_least` of them (or of the extractor's groups) do.
   `size_when` conditions over the facts (as for `exact`) must also hold for `reproduced`; where one
   fails, the row is `direction reproduced` when every seed points the paper's way.
 - `equivalence` and `non_inferiority`, with their `margin` (a number, or the name of a fact).
@@ -22,13 +22,15 @@ The judges:
 - `k_of_n`: an outcome in more than `share` of the seeds.
 - `detector`: an event that happens (`claimed: true`) or never happens in every run, read by a
   detector that must fire on its constructed positive case.
+- `count`: a claim that holds on `at_least` of the claims it names (`of`: "most tasks").
 - `exact`: counts and structural properties, no seeds: `reproduced_when` conditions over the facts
   (`"forward_deviation <= 0.02"`), then `direction_when`; else `not reproduced`.
 - `needs_paper_scale`: its `why` and the cheapest `evidence` measured here.
 
 Every trained row is settled on its gap's curve when the extractor gives the per-seed `changes`,
 gated on its `control` (an earlier claim's id) and on the extractor's `failure` (a computed check).
-A probe that can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
+A claim scoped to some profiles' experiments (`profiles`) has no row at the others. A probe that
+can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
 `inconclusive`), one that can only confirm it in `cannot_refute`.
 """
 
@@ -49,13 +51,13 @@ from common.claims import rules
 from common.claims.ledger import check_ledger, claim_entry
 from common.errors import ConfigError
 
-JUDGES = ("difference", "equivalence", "non_inferiority", "within", "k_of_n", "detector", "exact",
+JUDGES = ("difference", "equivalence", "non_inferiority", "within", "k_of_n", "detector", "exact", "count",
           "needs_paper_scale")
 TEXT = ("claim", "where", "metric", "context", "note", "size", "why", "evidence")
 KEYS = {"id", "claim", "where", "paper_value", "unit", "metric", "extract", "args", "judge", "sign", "paper_effect",
         "size_tolerance", "size", "margin", "share", "claimed", "what", "reproduced_when", "direction_when",
         "chance", "control", "context", "note", "seeds", "trained", "why", "evidence", "judged_at", "band", "scale",
-        "size_when", "cannot_confirm", "cannot_refute"}
+        "size_when", "cannot_confirm", "cannot_refute", "at_least", "of", "profiles"}
 REQUIRED = {"id", "claim", "where", "judge"}
 OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
 CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
@@ -65,8 +67,10 @@ CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
 class Evidence:
     """The numbers an extractor reads from a paper's results for one claim. `arms`: each compared
     model's value per seed; `difference`: the per-seed difference the judge reads (ours minus the
-    comparison); `parts`: several such differences, each judged; `changes`: per seed, how much the
-    gap moved over the last fifth of its curve (`rules.gap_changes`), for settling; `learned`: every
+    comparison); `parts`: several such differences, each judged (`part_changes`: their own gaps'
+    movement; `groups`: parts of which one passing is enough, as the variants of one algorithm);
+    `changes`: per seed, how much the gap moved over the last fifth of its curve
+    (`rules.gap_changes`), for settling; `learned`: every
     model measurably above chance; `failure`: a computed precondition that failed, in words; `hits`
     of `n` seeds for `k_of_n`; `fires` per run and `fires_on_positive` for a detector; `facts`:
     named numbers for the claim's text and `exact` conditions; `missing`: why this configuration
@@ -75,6 +79,8 @@ class Evidence:
     arms: dict[str, list[float]] = field(default_factory=dict)
     difference: list[float] | None = None
     parts: dict[str, list[float]] | None = None
+    part_changes: dict[str, list[float]] | None = None
+    groups: dict[str, list[str]] | None = None
     changes: list[float] | None = None
     learned: bool = True
     chance: float | None = None
@@ -127,8 +133,17 @@ def check_claim(claim: Any, name: str, earlier: set[str], path: Path) -> None:
             fail("a row at paper scale gives `why` and the cheapest `evidence` measured here")
     if judge == "needs_paper_scale":
         return
-    if not claim.get("extract") or not claim.get("metric"):
-        fail("a judged claim names its `extract` function and its `metric`")
+    if judge == "count":
+        if not isinstance(claim.get("of"), list) or not set(claim["of"]) <= earlier:
+            fail("judge count names the claims it counts in `of`, each declared above it")
+        if not isinstance(claim.get("at_least"), int) or not 1 <= claim["at_least"] <= len(claim["of"]):
+            fail(f"judge count needs `at_least`, a whole number from 1 to {len(claim['of'])}")
+    elif not claim.get("extract"):
+        fail("a judged claim names its `extract` function")
+    if not claim.get("metric"):
+        fail("a judged claim names its `metric`")
+    if claim.get("at_least") is not None and (not isinstance(claim["at_least"], int) or claim["at_least"] < 1):
+        fail(f"at_least must be a whole number of at least 1, got {claim['at_least']!r}")
     if judge == "difference" and claim.get("sign") not in (1, -1):
         fail(f"sign must be +1 (larger) or -1 (smaller), got {claim.get('sign')!r}")
     if judge == "difference" and claim.get("paper_effect") is None and not claim.get("size"):
@@ -234,18 +249,49 @@ def interval_judge(claim: dict[str, Any], evidence: Evidence,
         rules.boundaries(kind, margin)
 
 
-def judge_parts(judge: Callable[[list[float]], rules.Judgement], parts: dict[str, list[float]],
-                bounds: tuple[float, ...]) -> tuple[rules.Judgement, float | None]:
-    """Each part judged: `not reproduced` when one is, `inconclusive` when one is, else the weakest
-    class; the margin is the smallest."""
-    judged = {name: judge(values) for name, values in parts.items()}
-    verdicts = [verdict for verdict, _ in judged.values()]
-    verdict = next(v for v in ("not reproduced", "inconclusive", "direction reproduced", "reproduced")
-                   if v in verdicts)
-    margins = [rules.margin(*rules.interval(values), bounds) for values in parts.values()]
+def judge_parts(judge: Callable[[list[float]], rules.Judgement], evidence: Evidence, bounds: tuple[float, ...],
+                at_least: int | None) -> tuple[rules.Judgement, float | None]:
+    """Each part judged (and settled on its own curve where the evidence gives one). A group of parts
+    passes when one of its parts does and fails when all do not reproduce (each part is its own group
+    unless the evidence groups them); the row needs `at_least` passing groups (all, by default):
+    `reproduced` when it has them (`direction reproduced` when one of them passes only in direction),
+    `not reproduced` when too few can still pass, else `inconclusive`. The margin is the smallest of
+    the parts', for a row that needs them all."""
+    judged = {}
+    for name, values in evidence.parts.items():
+        judged[name] = judge(values)
+        if name in (evidence.part_changes or {}):
+            judged[name] = rules.settle(judged[name], judge, values, evidence.part_changes[name])
+    groups = evidence.groups or {name: [name] for name in judged}
+    needed = len(groups) if at_least is None else at_least
+    passing = [g for g, names in groups.items() if any(judged[n][0] in rules.PASSING for n in names)]
+    failing = [g for g, names in groups.items() if all(judged[n][0] == "not reproduced" for n in names)]
+    if len(passing) >= needed:
+        sized = sum(any(judged[n][0] == "reproduced" for n in groups[g]) for g in passing)
+        verdict = "reproduced" if sized >= needed else "direction reproduced"
+    elif len(groups) - len(failing) < needed:
+        verdict = "not reproduced"
+    else:
+        verdict = "inconclusive"
+    why = "; ".join(f"{name}: {why}" for name, (_, why) in judged.items())
+    if needed < len(groups) or evidence.groups:
+        why = f"{len(passing)} of {len(groups)} pass, at least {needed} needed ({why})"
+    margins = [rules.margin(*rules.interval(values), bounds) for values in evidence.parts.values()]
     known = [m for m in margins if m is not None]
-    return (verdict, "; ".join(f"{name}: {why}" for name, (_, why) in judged.items())), \
-        (min(known) if len(known) == len(margins) else None)
+    return (verdict, why), (min(known) if len(known) == len(margins) and needed == len(groups) else None)
+
+
+def judge_count(claim: dict[str, Any], verdicts: dict[str, str]) -> rules.Judgement:
+    """A claim that holds on `at_least` of the claims it counts (`of`, "most tasks"): `reproduced` when
+    that many pass, `not reproduced` when too few can still pass, else `inconclusive`."""
+    counted = {name: verdicts.get(name, "not judged here") for name in claim["of"]}
+    passing = [name for name, verdict in counted.items() if verdict in rules.PASSING]
+    failing = [name for name, verdict in counted.items() if verdict == "not reproduced"]
+    needed = claim["at_least"]
+    verdict = ("reproduced" if len(passing) >= needed else
+               "not reproduced" if len(counted) - len(failing) < needed else "inconclusive")
+    listed = "; ".join(f"{name}: {v}" for name, v in counted.items())
+    return verdict, f"{len(passing)} of {len(counted)} pass, at least {needed} needed ({listed})"
 
 
 def seed_count(evidence: Evidence) -> int | None:
@@ -275,14 +321,14 @@ def judge_claim(claim: dict[str, Any], evidence: Evidence,
                               f"gives (it gives: {', '.join(sorted(values))})")
         margin_value = values[margin_value]
     margin = None
-    if evidence.missing:
-        return ("inconclusive", evidence.missing), None
     declared, held = claim.get("seeds"), seed_count(evidence)
     if declared is not None and held is not None and held > declared:
         raise ConfigError(f"claim {name}: the results hold {held} seeds, {declared} were declared; declare the "
                           "count in claims.yaml before the run, never after reading a verdict")
     if kind == "exact":
         judgement = judge_exact(claim, evidence.facts)
+    elif kind == "count":
+        judgement = judge_count(claim, verdicts)
     elif kind == "k_of_n":
         judgement = rules.judge_k_of_n(evidence.hits, evidence.n, claim.get("share", 0.5))
     elif kind == "detector":
@@ -291,7 +337,7 @@ def judge_claim(claim: dict[str, Any], evidence: Evidence,
     else:
         judge, bounds = interval_judge(claim, evidence, margin_value)
         if evidence.parts is not None:
-            judgement, margin = judge_parts(judge, evidence.parts, bounds)
+            judgement, margin = judge_parts(judge, evidence, bounds, claim.get("at_least"))
         else:
             judgement = judge(evidence.difference)
             low_high = rules.interval(evidence.difference)
@@ -306,8 +352,10 @@ def judge_claim(claim: dict[str, Any], evidence: Evidence,
     if declared is not None and held is not None and held < declared:
         judgement = rules.require(judgement, f"{held} of the {declared} seeds declared for this claim")
     judgement = rules.require(judgement, evidence.failure)
+    if evidence.failure and evidence.failure not in judgement[1]:  # undecided already: say the check failed too
+        judgement = (judgement[0], f"{judgement[1]}; and {evidence.failure}")
     if claim.get("control"):
-        judgement = rules.gate(judgement, claim["control"], verdicts[claim["control"]])
+        judgement = rules.gate(judgement, claim["control"], verdicts.get(claim["control"], "not judged here"))
     return judgement, margin
 
 
@@ -318,15 +366,21 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
     entries, verdicts = [], {}
     for claim in spec["claims"]:
         name, kind = claim["id"], claim["judge"]
+        if claim.get("profiles") and profile not in claim["profiles"]:
+            continue  # a claim of another profile's experiments (a task only the paper profile runs)
         fields = dict(id=name, paper=spec["paper"], profile=profile, claim=claim["claim"], where=claim["where"],
                       paper_value=claim.get("paper_value"), trained=claim.get("trained", kind != "exact"))
         at_scale = kind == "needs_paper_scale" or (claim.get("judged_at") and profile not in claim["judged_at"])
         evidence = extract(claim, extractors, results) if claim.get("extract") else Evidence()
         values = {"profile": profile, **claim.get("args", {}), **evidence.facts}
-        if at_scale:
+        if at_scale and not evidence.missing:
             entry = claim_entry(**fields, metric=text(claim.get("metric"), values, name) or "-",
                                 verdict="needs paper scale", why=text(claim["why"], values, name),
                                 evidence=text(claim["evidence"], values, name))
+        elif evidence.missing:  # nothing measured: the text's facts are absent too
+            entry = claim_entry(**fields, metric=claim.get("metric", "-"), verdict="inconclusive", why=evidence.missing,
+                                chance=claim.get("chance"), control=claim.get("control"),
+                                seeds_declared=claim.get("seeds"))
         else:
             (verdict, why), margin = judge_claim(claim, evidence, verdicts)
             if note := text(claim.get("note"), values, name):

@@ -121,20 +121,6 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
     return loaded
 
 
-def ledger_report_main(paper: str, result_names: tuple[str, ...], build_ledger: Callable[[dict[str, dict]], list[dict]],
-                       tables: dict[str, Table], argv: list[str] | None = None) -> None:
-    """The `report` stage of a paper with a claims ledger: `claims.json` from `build_ledger` over the
-    results, its headline numbers as `metrics.json` (`dvc metrics`), then the README's tables."""
-
-    @exit_on_user_error
-    def run() -> None:
-        args = StageCLI(f"Write the claims ledger of papers/{paper}, its metrics and the README's tables.",
-                        ("results", "readme", "claims", "metrics"), params=False).parse(argv)
-        write_ledger_report(args, paper, result_names, build_ledger, tables)
-
-    run()
-
-
 def profile_of(results: dict[str, dict]) -> str:
     return str(next(iter(results.values()))["profile"])
 
