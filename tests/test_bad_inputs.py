@@ -369,6 +369,32 @@ def test_a_report_checks_its_readme_before_writing(tmp_path, capsys):
     assert not claims.exists() and not metrics.exists()
 
 
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda text: text.replace("judge: difference", "judge: vibes", 1), "judge 'vibes'; allowed: difference"),
+    (lambda text: text.replace("extract: flops_saving", "extract: flops_savings", 1),
+     "extract 'flops_savings' is not a function of papers.blackmamba.evidence"),
+    (lambda text: text.replace("paper: blackmamba", "paper: manticore", 1), "declares the claims of 'manticore'"),
+    (lambda text: text + "  - [not, a, claim]\n", "not a mapping of keys"),
+])
+def test_a_broken_claims_file_is_one_line_and_writes_nothing(tmp_path, capsys, edit, expected):
+    """claims.yaml is an input a researcher edits: each mistake is one line naming the claim and what
+    is allowed, before any output is touched."""
+    from papers.blackmamba import report
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "papers/blackmamba/results", results)
+    shutil.copy(ROOT / "papers/blackmamba/README.md", tmp_path / "README.md")
+    spec = tmp_path / "claims.yaml"
+    spec.write_text(edit((ROOT / "papers/blackmamba/claims.yaml").read_text()))
+    before = {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]}
+    argv = report_argv("blackmamba", results, tmp_path / "README.md")
+    argv[argv.index("--spec") + 1] = str(spec)
+    with pytest.raises(SystemExit) as excinfo:
+        report.main(argv)
+    assert_one_line_exit(capsys, excinfo, expected)
+    assert {path.name: path.read_bytes() for path in [*results.iterdir(), tmp_path / "README.md"]} == before
+
+
 def test_masked_mixer_weights_missing_or_foreign_are_one_line(tmp_path):
     from torch import nn
 
