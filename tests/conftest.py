@@ -49,9 +49,12 @@ def report_results(paper: str) -> tuple[str, ...]:
     return tuple(yaml.safe_load((ROOT / "papers" / paper / "claims.yaml").read_text())["results"])
 
 
-def judge_claims(paper: str, results: dict, ids: list[str], profile: str = "tiny") -> dict[str, dict]:
+def judge_claims(paper: str, results: dict, ids: list[str], profile: str = "tiny",
+                 seeds: int | None = None) -> dict[str, dict]:
     """The ledger entries of a paper's claims `ids` (with the claims they are gated on or count,
-    judged first) from `results`, which need hold only what those claims read."""
+    judged first) from `results`, which need hold only what those claims read; `seeds`: as if each
+    trained claim had declared that many (hand-built results of 3 seeds test the rules, whatever
+    count a claim declares for its next run)."""
     import importlib
 
     from common.claims.build import build_ledger, load_spec
@@ -67,7 +70,7 @@ def judge_claims(paper: str, results: dict, ids: list[str], profile: str = "tiny
 
     for name in ids:
         need(name)
-    chosen = [c for c in spec["claims"] if c["id"] in needed]
+    chosen = [{**c, "seeds": seeds} if seeds and c.get("seeds") else c for c in spec["claims"] if c["id"] in needed]
     ledger = build_ledger({**spec, "claims": chosen}, results, importlib.import_module(f"papers.{paper}.evidence"),
                           profile)
     return {entry["id"]: entry for entry in ledger}

@@ -22,7 +22,10 @@ def results() -> dict:
 
 
 def ledger(results: dict, profile: str = "tiny") -> dict[str, dict]:
-    return {entry["id"]: entry for entry in build_ledger(SPEC, results, evidence, profile)}
+    """Every claim judged on `results`, each read over the 3 seeds the committed results hold (a claim
+    may declare more for its next run)."""
+    spec = {**SPEC, "claims": [{**c, "seeds": 3} if c.get("seeds") else c for c in SPEC["claims"]]}
+    return {entry["id"]: entry for entry in build_ledger(spec, results, evidence, profile)}
 
 
 def zero_shot_results(task: str, chance: float | None, blackmamba: list[float], mamba: list[float]) -> dict:

@@ -107,11 +107,15 @@ def test_the_judge_reads_the_evidence_and_fills_the_text_from_its_facts():
         build(spec_of(claim(metric="loss after {epochs}")), evidence)
 
 
-def test_fewer_seeds_than_declared_decide_nothing_and_more_are_refused():
+def test_fewer_seeds_than_declared_decide_nothing_and_only_the_declared_ones_are_read():
     row = build(spec_of(claim(seeds=5)), Evidence(difference=[0.5, 0.5, 0.6], chance=5.0))["c"]
     assert row["verdict"] == "inconclusive" and "3 of the 5 seeds declared" in row["why"]
-    with pytest.raises(ConfigError, match="the results hold 4 seeds, 3 were declared"):
-        build(spec_of(claim()), Evidence(difference=[0.5, 0.5, 0.6, 0.55], chance=5.0))
+    # A stage that ran a fourth seed for another claim: this one reads its three, in seed order.
+    arms = {"a": [1.0, 1.1, 1.2, 9.0], "b": [1.5, 1.6, 1.8, 1.0]}
+    row = build(spec_of(claim()), Evidence(arms=arms, difference=[0.5, 0.5, 0.6, -8.0], changes=[0, 0, 0, 5],
+                                           chance=5.0))["c"]
+    assert row["verdict"] == "reproduced" and row["difference"]["values"] == [0.5, 0.5, 0.6]
+    assert row["arms"]["a"]["values"] == [1.0, 1.1, 1.2]
 
 
 def test_a_gap_still_closing_is_not_settled_through_the_builder():

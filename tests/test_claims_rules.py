@@ -168,3 +168,33 @@ def test_a_gap_whose_curve_has_one_point_cannot_settle():
     judge = lambda d: judge_difference(d, -1)  # noqa: E731
     verdict, why = settle(judge([-0.5, -0.5, -0.51]), judge, [-0.5, -0.5, -0.51], [*changes, 0.0])
     assert verdict == "inconclusive" and "fewer than two points" in why
+
+
+@pytest.mark.parametrize(("std", "distance"), [(0.038, 0.092), (0.13, 0.15), (0.2, 0.03), (0.0, 0.01), (0.1, 1.0)])
+def test_the_seeds_to_decide_are_the_fewest_whose_interval_clears_the_boundary(std, distance):
+    """Brute force over seed counts: the t-interval half-width at n seeds, against the distance."""
+    import math
+
+    from scipy import stats
+
+    from common.claims.rules import MIN_SEEDS, SEED_CAP, seeds_to_separate
+
+    def clears(n):
+        return stats.t.ppf(0.975, n - 1) * std / math.sqrt(n) < distance
+
+    enough = [n for n in range(MIN_SEEDS, SEED_CAP + 1) if clears(n)]
+    assert seeds_to_separate(std, distance) == (enough[0] if enough else None)
+    if enough and enough[0] > MIN_SEEDS:
+        assert not clears(enough[0] - 1)
+
+
+def test_the_seed_table_reads_the_distance_to_the_boundary_from_the_ledger():
+    """An interval [0.0, 0.2] (mean 0.1, half-width 0.1) with margin -1 has its boundary at the
+    mean: no count of seeds separates it; with margin +1 the boundary is 0.2 from the mean."""
+    from common.claims.seeds import sized
+
+    entry = {"trained": True, "why": "spans zero", "margin": -1.0,
+             "difference": {"interval": [0.0, 0.2], "std": 0.05, "n": 3}}
+    assert sized(entry) is None
+    assert sized({**entry, "margin": 1.0}) == 3
+    assert sized({**entry, "why": "a model is not measurably above chance"}) == "-"

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from common.claims.build import build_ledger, load_spec
 from papers.masked_mixers import evidence
-from tests.conftest import ROOT
-
-SPEC = load_spec(ROOT / "papers/masked_mixers/claims.yaml")
-CLAIMS = {claim["id"]: claim for claim in SPEC["claims"]}
+from tests.conftest import judge_claims
 
 
 def judged(claim_id: str, results: dict) -> dict:
-    """One claim's ledger entry (with its controls judged before it) from `results`."""
-    chosen = [CLAIMS[claim_id]]
-    while chosen[0].get("control"):
-        chosen.insert(0, CLAIMS[chosen[0]["control"]])
-    return {e["id"]: e for e in build_ledger({**SPEC, "claims": chosen}, results, evidence, "tiny")}[claim_id]
+    """One claim's ledger entry (with its controls judged before it) from hand-built results of 3 seeds."""
+    return judge_claims("masked_mixers", results, [claim_id], seeds=3)[claim_id]
 
 
 def _history(final: float, late: float) -> list[dict]:

@@ -123,13 +123,17 @@ def format_ours(entry: dict[str, Any]) -> str:
 
 
 def seed_count(entry: dict[str, Any]) -> str:
-    """The fewest seeds behind any arm of a trained claim, for a table; "-" for the others."""
+    """The fewest seeds behind any arm of a trained claim, for a table, and the count it declared
+    where that differs ("3 of 4"); "-" for the others."""
     if not entry["trained"] or entry["verdict"] == "needs paper scale":
         return "-"
     counts = [arm["n"] for arm in entry["arms"].values()]
     if entry.get("difference"):
         counts.append(entry["difference"]["n"])
-    return str(min(counts)) if counts else "-"
+    if not counts:
+        return "-"
+    declared = entry.get("seeds_declared")
+    return f"{min(counts)} of {declared}" if declared and declared != min(counts) else str(min(counts))
 
 
 KNIFE_EDGE = 0.5  # an interval within half its half-width of a boundary: another CPU or seed may move it

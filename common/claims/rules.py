@@ -48,6 +48,7 @@ LEVEL = 0.95
 LATE_FRACTION = 0.2  # the settling rule's window: the last fifth of a curve
 HORIZON = 1 / LATE_FRACTION  # ... projected over one more run of the same length
 PASSING = ("reproduced", "direction reproduced")  # a control in one of these has shown its effect
+SEED_CAP = 10  # the most seeds a claim declares at `tiny`: a claim that needs more is not worth the CPU there
 
 Verdict = Literal["reproduced", "direction reproduced", "not reproduced", "inconclusive", "needs paper scale"]
 Judgement = tuple[Verdict, str]
@@ -250,6 +251,16 @@ def gate(judgement: Judgement, control: str, control_verdict: str) -> Judgement:
     """A row gated by its named control (another claim): decided only when the control has shown its
     effect."""
     return require(judgement, None if control_verdict in PASSING else f"the control {control} is {control_verdict}")
+
+
+def seeds_to_separate(std: float, distance: float, level: float = LEVEL, cap: int = SEED_CAP) -> int | None:
+    """The fewest seeds (from MIN_SEEDS to `cap`) whose t-interval, at the measured spread `std`, would
+    lie wholly on one side of a boundary `distance` from the mean: the seed count a claim declares for
+    its next run. None when even `cap` seeds would not separate them."""
+    for n in range(MIN_SEEDS, cap + 1):
+        if stats.t.ppf(0.5 + level / 2, n - 1) * std / math.sqrt(n) < distance:
+            return n
+    return None
 
 
 def seeds_to_decide(share: float, level: float = LEVEL) -> int:
