@@ -24,14 +24,16 @@ The judges:
   detector that must fire on its constructed positive case.
 - `count`: a claim that holds on `at_least` of the claims it names (`of`: "most tasks").
 - `exact`: counts and structural properties, no seeds: `reproduced_when` conditions over the facts
-  (`"forward_deviation <= 0.02"`), then `direction_when`; else `not reproduced`.
+  (`"forward_off <= 0.02"`), then `direction_when`; else `not reproduced`.
 - `needs_paper_scale`: its `why` and the cheapest `evidence` measured here.
 
 Every trained row is settled on its gap's curve when the extractor gives the per-seed `changes`,
 gated on its `control` (an earlier claim's id) and on the extractor's `failure` (a computed check).
-A claim scoped to some profiles' experiments (`profiles`) has no row at the others. A probe that
-can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
-`inconclusive`), one that can only confirm it in `cannot_refute`.
+A row declared `judged_at` some profiles is `needs paper scale` below them, with its `why` and
+`evidence`; a claim scoped to some profiles' experiments (`profiles`) has no row at the others. A
+probe that can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
+`inconclusive`), one that can only confirm it in `cannot_refute`. A claim reads the first `seeds`
+seeds it declared, and fewer make it `inconclusive`.
 """
 
 from __future__ import annotations
@@ -53,8 +55,7 @@ from common.errors import ConfigError
 
 JUDGES = ("difference", "equivalence", "non_inferiority", "within", "k_of_n", "detector", "exact", "count",
           "needs_paper_scale")
-TEXT = ("claim", "where", "metric", "context", "note", "size", "why", "evidence")
-KEYS = {"id", "claim", "where", "paper_value", "unit", "metric", "extract", "args", "judge", "sign", "paper_effect",
+KEYS = {"id", "claim", "where", "paper_value", "metric", "extract", "args", "judge", "sign", "paper_effect",
         "size_tolerance", "size", "margin", "share", "claimed", "what", "reproduced_when", "direction_when",
         "chance", "control", "context", "note", "seeds", "trained", "why", "evidence", "judged_at", "band", "scale",
         "size_when", "cannot_confirm", "cannot_refute", "at_least", "of", "profiles"}
@@ -70,11 +71,11 @@ class Evidence:
     comparison); `parts`: several such differences, each judged (`part_changes`: their own gaps'
     movement; `groups`: parts of which one passing is enough, as the variants of one algorithm);
     `changes`: per seed, how much the gap moved over the last fifth of its curve
-    (`rules.gap_changes`), for settling; `learned`: every
-    model measurably above chance; `failure`: a computed precondition that failed, in words; `hits`
-    of `n` seeds for `k_of_n`; `fires` per run and `fires_on_positive` for a detector; `facts`:
-    named numbers for the claim's text and `exact` conditions; `missing`: why this configuration
-    measured nothing for the claim (a smoke run with one MoE layer)."""
+    (`rules.gap_changes`), for settling; `learned`: every model measurably above chance;
+    `failure`: a computed precondition that failed, in words; `hits` of `n` seeds for `k_of_n`;
+    `fires` per run and `fires_on_positive` for a detector; `facts`: named numbers for the claim's
+    text and `exact` conditions; `missing`: why this configuration measured nothing for the claim
+    (a smoke run with one MoE layer)."""
 
     arms: dict[str, list[float]] = field(default_factory=dict)
     difference: list[float] | None = None
