@@ -22,7 +22,7 @@ export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-numerics test-slow notebooks rehearse bench bench-gpu lock clean-venv
+.PHONY: install repro test test-pipeline test-numerics test-slow notebooks rehearse bench bench-gpu lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,9 +45,14 @@ repro: $(STAMP)
 # One pytest worker per core (pytest-xdist); each keeps to one torch thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 
+# `make test`: unit, oracle, ledger and contract tests, a few minutes. `make test-pipeline`: the tests
+# marked `pipeline`, which run stages, whole pipelines, worker pools and subprocesses end to end.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+test-pipeline: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "pipeline and not slow"
 
 # The tests that check numbers against an oracle (blocks, models, the MoE router, layers against
 # Hugging Face's) again on torch's narrowest kernels, as on a CPU with neither AVX2 nor AVX-512: an

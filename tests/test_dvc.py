@@ -13,6 +13,8 @@ import yaml
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 
 def _run(cmd: list[str], cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
     # The timeout catches a hang, not slowness: a smoke pipeline took 5 min alone and over 10 min

@@ -52,6 +52,7 @@ torch.save(logits, f"{root}/logits.pt")
 """
 
 
+@pytest.mark.pipeline
 def test_every_block_loads_through_auto_model_in_a_fresh_process(tmp_path):
     ids = torch.randint(0, 16, (2, 15), generator=torch.Generator().manual_seed(1))
     torch.save(ids, tmp_path / "ids.pt")
@@ -152,6 +153,7 @@ def test_each_loader_names_the_loader_a_directory_needs(tmp_path):
     assert mamba_lm_from_hf(mamba).cfg.pattern == "mamba"
 
 
+@pytest.mark.pipeline
 def test_the_export_command_writes_a_pipeline_model_for_transformers(tmp_path, smoke_data):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -98,6 +98,7 @@ def test_generate_until_is_greedy_decoding_cut_at_the_stop_string(model, tokeniz
     assert text == full[:full.index(stop)] if stop in full else full
 
 
+@pytest.mark.pipeline
 def test_story_tasks_are_well_formed_and_run_through_the_harness(model, tokenizer, smoke_data, tmp_path):
     import datasets
 

@@ -10,6 +10,8 @@ from common.data import mad
 from common.stages import mad_suite
 from tests.conftest import run_module, smoke_params, write_params
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 
 def test_smoke_run_writes_scores_and_table(tmp_path):
     params = write_params(tmp_path / "params.yaml", smoke_params())

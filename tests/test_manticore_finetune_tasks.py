@@ -50,6 +50,7 @@ def standins(tmp_path_factory):
     return root
 
 
+@pytest.mark.pipeline
 def test_a_figure3_set_mixed_with_alpaca_holds_half_alpaca_and_no_document_twice(standins, monkeypatch):
     monkeypatch.setenv(ENV, str(standins))
     cfg = FineTuneTasksConfig(tasks={"es": TaskSpec(source="hub", hub="mlqa_es", mix_with="alpaca")},

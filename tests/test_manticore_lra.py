@@ -139,6 +139,7 @@ def test_bad_configs_name_the_key(change, message):
     assert "\n" not in str(err.value) and str(err.value).startswith("lra_experiments.smoke.")
 
 
+@pytest.mark.pipeline
 def test_stage_end_to_end_searches_where_every_component_reads_and_programs_where_one_cannot(tmp_path, capsys):
     section = {"base": {
         "components": {"gpt_neo": {**NEO, "d_model": 8, "n_ctx": 64, "blocks": {"attn_neo": {"n_heads": 2}}},

@@ -130,6 +130,7 @@ def test_a_block_rejecting_its_options_stops_the_stage_before_training(tmp_path,
     assert "\n" not in err and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.pipeline
 def test_worker_processes_give_the_results_of_one_process(tmp_path):
     """Every network and search is a job of its own: spread over two worker processes, the stage
     writes what one process running the jobs in a row writes, so no job leans on another's state."""

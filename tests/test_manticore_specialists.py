@@ -50,6 +50,7 @@ def test_genre_margins_compare_each_corpus_own_components_with_the_best_outsider
     assert genre_margins(scores, {"neo_s": "stories", "mamba_s": "stories"}) == {}, "no outsider, no margin"
 
 
+@pytest.mark.pipeline
 def test_components_refuse_components_that_are_not_specialists(smoke_data, tmp_path):
     params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
     params["profile"] = "smoke"
@@ -146,6 +147,7 @@ def test_table1_tasks_read_one_genre_each_and_leave_the_mix_as_it_was(smoke_data
     assert set(d for d in docs["train"] if d in stories) <= set(docs["train_stories"])
 
 
+@pytest.mark.pipeline
 def test_the_stage_fine_tunes_each_component_and_the_hybrid_on_every_table1_task(smoke_data, tmp_path, one_thread):
     from papers.manticore import specialists
 

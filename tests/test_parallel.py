@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from common.data.mad import MADTaskConfig
 from common.models.lm import LMConfig
 from common.parallel import run_jobs
 from common.training.mad import train_on_mad
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
+
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
 
 MODELS = {"attn": LMConfig(d_model=16, pattern="attn,swiglu", blocks={"attn": {"n_heads": 2}}),
           "mamba": LMConfig(d_model=16, pattern="mamba,swiglu")}

@@ -14,6 +14,8 @@ from common.data.tokenized import load_tokenized
 from common.stages import lm_baseline
 from tests.conftest import ROOT, smoke_params, write_params
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 
 def baseline_args(smoke_data, out, params=None):
     return ["--params", str(params or smoke_data["params"]), "--data", str(smoke_data["tokenized"] / "packed"),

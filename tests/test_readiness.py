@@ -111,6 +111,7 @@ def test_the_committed_records_name_stages_that_exist():
         assert {"pipeline", "date", "batch_rows", "precision", "seconds", "peak_pss_mib", "rc"} <= set(record)
 
 
+@pytest.mark.pipeline
 def test_measured_gpu_steps_fill_their_rows_and_only_theirs():
     """A GPU record counts for the network of the same pipeline, name, shapes and parameter count; its
     hours are steps x runs x measured seconds, beside the hours at the stated utilisation."""
@@ -138,6 +139,7 @@ def test_gpu_steps_names_its_rows_by_pipeline_stage_and_index():
         works(["blackmamba:train_compare:9"])
 
 
+@pytest.mark.pipeline
 @pytest.mark.long  # lists Manticore's stages, which builds their full-size pretrained components
 def test_the_committed_gpu_records_name_rows_that_exist():
     from rehearsal.gpu_steps import works

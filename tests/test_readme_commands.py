@@ -33,6 +33,8 @@ from tests.test_config import PIPELINE_FOLDERS, validate_params_files
 from tests.test_dvc import _run
 from tests.test_stage_cli import parse_only
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 READMES = [ROOT / "README.md", *sorted((ROOT / "papers").glob("*/README.md"))]
 PAPERS = sorted(path.parent.name for path in (ROOT / "papers").glob("*/dvc.yaml"))
 

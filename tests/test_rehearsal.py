@@ -21,6 +21,8 @@ from rehearsal.profile import rehearsal_params
 from rehearsal.standins import GPT2_SPECIALS, LLAMA3_CHAT, LLAMA3_SPECIALS, NEOX_SPECIALS, standin_tokenizer
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 PARAMS_FILES = ["params.yaml", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("papers/*/params.yaml"))]
 
 

@@ -27,6 +27,8 @@ from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, build_trainer, run_training
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 TASK = MADTaskConfig(task="in-context-recall", vocab_size=16, seq_len=32, num_train_examples=64,
                      num_test_examples=32, seed=3)
 TRAINER = TrainerConfig(max_steps=6, val_every_n_steps=3, limit_val_batches=1, log_every_n_steps=1,

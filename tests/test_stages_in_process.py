@@ -20,6 +20,8 @@ from common import parallel
 from tests.conftest import ROOT
 from tests.test_dvc import copy_checkout
 
+pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
+
 PIPELINES = [Path("dvc.yaml"), *sorted(p.relative_to(ROOT) for p in (ROOT / "papers").glob("*/dvc.yaml"))]
 
 
