@@ -2,8 +2,9 @@
 
 Each table sits between `<!-- table:NAME -->` and `<!-- /table -->`; text outside the markers is
 hand-written and kept. `NAME` is the key of the function that renders it and, unless the key maps
-to a (results name, function) pair, also its results file (`results/NAME.json`). Verdicts are
-computed by those functions from the numbers, never typed.
+to a (results name, function) pair, also its results file (`results/NAME.json`). No table
+computes a verdict: the claims table renders the ledger that `common.claims.build` wrote, which
+`write_ledger_report` writes beside the metrics and the README, all or nothing.
 """
 
 from __future__ import annotations
