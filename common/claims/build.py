@@ -84,7 +84,7 @@ class Evidence:
     groups: dict[str, list[str]] | None = None
     changes: list[float] | None = None
     learned: bool = True
-    chance: float | None = None
+    chance: float | dict[str, float] | None = None
     failure: str | None = None
     hits: int | None = None
     n: int | None = None
@@ -104,6 +104,12 @@ class Evidence:
 
         return replace(self, arms=cut_all(self.arms), difference=cut(self.difference), parts=cut_all(self.parts),
                        part_changes=cut_all(self.part_changes), changes=cut(self.changes), fires=cut(self.fires))
+
+
+def history_curves(model: dict, key: str = "val/loss") -> list[list[tuple[int, float]]]:
+    """Each seed's curve of `key`, (step, value), from a trained model's results as the training
+    entry point logs them (`model["seeds"][seed]["history"]`): the curves `rules.gap_changes` reads."""
+    return [[(row["step"], row[key]) for row in run["history"] if key in row] for run in model["seeds"].values()]
 
 
 def load_spec(path: Path) -> dict[str, Any]:

@@ -6,23 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.claims.build import Evidence
+from common.claims.build import Evidence, history_curves
 from common.claims.rules import above_chance, gap_changes, paired_differences
 
 
-def _seeds(model: dict, key: str) -> list[float]:
+def seed_values(model: dict, key: str) -> list[float]:
+    """A trained model's value of `key`, one per seed."""
     return [run[key] for run in model["seeds"].values()]
 
 
 def _learned(train: dict, *names: str) -> bool:
     """Every named model's final validation loss measurably below the unigram loss (chance)."""
-    return all(above_chance(_seeds(train["models"][name], "final_val_loss"), train["unigram_val_loss"],
+    return all(above_chance(seed_values(train["models"][name], "final_val_loss"), train["unigram_val_loss"],
                             higher_is_better=False) for name in names)
-
-
-def _val_curves(model: dict) -> list[list[tuple[int, float]]]:
-    return [[(row["step"], row["val/loss"]) for row in run["history"] if "val/loss" in row]
-            for run in model["seeds"].values()]
 
 
 def table1_sizes(results: dict) -> Evidence:
@@ -73,9 +69,9 @@ def loss_gap(results: dict, worse: str, better: str) -> Evidence:
     """Final validation loss, `worse` - `better`, per seed, with the gap's late movement."""
     train = results["train_compare"]
     a, b = train["models"][worse], train["models"][better]
-    return Evidence(arms={worse: _seeds(a, "final_val_loss"), better: _seeds(b, "final_val_loss")},
-                    difference=paired_differences(_seeds(a, "final_val_loss"), _seeds(b, "final_val_loss")),
-                    changes=gap_changes(_val_curves(a), _val_curves(b)), learned=_learned(train, worse, better),
+    return Evidence(arms={worse: seed_values(a, "final_val_loss"), better: seed_values(b, "final_val_loss")},
+                    difference=paired_differences(seed_values(a, "final_val_loss"), seed_values(b, "final_val_loss")),
+                    changes=gap_changes(history_curves(a), history_curves(b)), learned=_learned(train, worse, better),
                     chance=train["unigram_val_loss"])
 
 

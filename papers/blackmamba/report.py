@@ -11,6 +11,7 @@ from common.claims.rules import LEVEL, interval, spread
 from common.claims.stage import claims_report_main
 from common.eval import report
 from papers.blackmamba import evidence
+from papers.blackmamba.evidence import seed_values
 
 PAPER = "blackmamba"
 RERUN = "run `dvc repro papers/blackmamba/dvc.yaml` first"
@@ -28,9 +29,6 @@ def _pm(values: list[float], digits: int = 3) -> str:
     s = spread(values)
     return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
 
-
-def _seeds(model: dict, key: str) -> list[float]:
-    return [run[key] for run in model["seeds"].values()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -56,7 +54,7 @@ def train_compare(res: dict) -> str:
              "| model | fwd / total params | final val loss |", "|---|---|---|"]
     for name, m in models.items():
         lines.append(f"| {name} | {m['forward_params'] / 1e6:.2f}M / {m['params'] / 1e6:.2f}M | "
-                     f"{_pm(_seeds(m, 'final_val_loss'))} |")
+                     f"{_pm(seed_values(m, 'final_val_loss'))} |")
     lines += ["", f"FLOPs to reach a loss: per pair, the worse of the two models' final losses over the seeds. "
                   f"Ratio = the baseline's FLOPs / BlackMamba's, per seed; the {LEVEL:.0%} interval is over seeds.", "",
               "| baseline | target loss | ratio per seed | mean ± std | interval |", "|---|---|---|---|---|"]

@@ -311,7 +311,9 @@ def mad_sizing_reading(sizing: dict, networks: list[str]) -> tuple[bool, str]:
 
 def _mad(results: dict, networks: list[str], parts: dict[str, list[float]]) -> Evidence:
     learned, reading = mad_sizing_reading(results["mad_sizing"], networks)
-    return Evidence(arms=parts, parts=parts, learned=learned,
+    # chance per task: the majority-class rate of its scored targets, as the sizing runs measured it
+    chance = {entry.split("/")[1]: row["chance"] for entry, row in results["mad_sizing"]["tasks"].items()}
+    return Evidence(arms=parts, parts=parts, learned=learned, chance=chance,
                     facts={"sizing": reading, "budget": results["mad_sizing"]["summary"]["table_budget"]})
 
 

@@ -10,21 +10,16 @@ from __future__ import annotations
 import math
 import statistics
 
-from common.claims.build import Evidence
+from common.claims.build import Evidence, history_curves
 from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
 
 TOP5 = 5
 SPIKE = math.log(2)  # a rise of the training loss by this much over its lowest so far: perplexity doubled
 
 
-def _val(model: dict, key: str = "val_loss") -> list[float]:
+def seed_values(model: dict, key: str = "val_loss") -> list[float]:
+    """A trained model's value of `key`, one per seed."""
     return [run[key] for run in model["seeds"].values()]
-
-
-def _curves(model: dict) -> list[list[tuple[int, float]]]:
-    """Each seed's validation curve, (step, loss)."""
-    return [[(row["step"], row["val/loss"]) for row in run["history"] if "val/loss" in row]
-            for run in model["seeds"].values()]
 
 
 def _shown(values: list[float], digits: int = 3) -> str:
@@ -45,8 +40,11 @@ def _paired_stages(*stages: dict) -> None:
 
 def _learned(results: dict, *names: str) -> bool:
     """Each model's validation loss measurably below its stage's unigram loss (chance)."""
-    return all(above_chance(_val(_model(results, n)[1]), _model(results, n)[0]["chance_loss"], higher_is_better=False)
-               for n in names)
+    def learned(name: str) -> bool:
+        stage, model = _model(results, name)
+        return above_chance(seed_values(model), stage["chance_loss"], higher_is_better=False)
+
+    return all(learned(name) for name in names)
 
 
 def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
@@ -57,8 +55,8 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
     if model_a is None or model_b is None:
         return Evidence(missing=f"{a if model_a is None else b} was not trained (a `-S` run with fewer models)")
     _paired_stages(stage_a, stage_b)
-    va, vb = _val(model_a), _val(model_b)
-    curves_a, curves_b = _curves(model_a), _curves(model_b)
+    va, vb = seed_values(model_a), seed_values(model_b)
+    curves_a, curves_b = history_curves(model_a), history_curves(model_b)
     if relative:  # the gap as a share of b's loss, its curve read the same way
         difference = [x / y - 1 for x, y in zip(va, vb)]
         ratios = [[(step, loss / dict(b_curve)[step]) for step, loss in a_curve if step in dict(b_curve)]
@@ -80,7 +78,7 @@ def one_step_parity(results: dict) -> Evidence:
     evidence = loss_gap(results, "one_step:mixer_flat", "one_step:llama_h4")
     _paired_stages(results["one_step"], results["clm"])
     clm = results["clm"]["models"]
-    causal = paired_differences(_val(clm["mixer_flat"]), _val(clm["llama_h4"]))
+    causal = paired_differences(seed_values(clm["mixer_flat"]), seed_values(clm["llama_h4"]))
     evidence.facts.update(prefix=results["one_step"]["prefix"], last=results["clm"]["sizes"]["n_ctx"] - 1,
                           causal=_shown(causal))
     return evidence
@@ -348,10 +346,10 @@ def clm_scale(results: dict) -> Evidence:
     clm = results["clm"]
     models, d = clm["models"], clm["sizes"]["d_model"]
     runs = [seed for model in models.values() for seed in model["seeds"].values()]
-    mixer, llama = statistics.fmean(_val(models["mixer_flat"])), statistics.fmean(_val(models["llama_h4"]))
+    mixer, llama = (statistics.fmean(seed_values(models[name])) for name in ("mixer_flat", "llama_h4"))
 
     def loss(name: str) -> str:
-        v = spread(_val(models[name]))
+        v = spread(seed_values(models[name]))
         return f"{v['mean']:.3f} ± {v['std']:.3f}"
 
     return Evidence(facts={"d_model": d, "steps": clm["steps"], "seeds": len(clm["seeds"]), "runs": len(runs),

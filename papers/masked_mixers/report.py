@@ -12,13 +12,9 @@ from common.claims.ledger import claims_table
 from common.claims.rules import spread
 from common.claims.stage import claims_report_main
 from papers.masked_mixers import evidence
-from papers.masked_mixers.evidence import ranking_top1
+from papers.masked_mixers.evidence import ranking_top1, seed_values
 
 PAPER = "masked_mixers"
-
-
-def _val(model: dict, key: str = "val_loss") -> list[float]:
-    return [run[key] for run in model["seeds"].values()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,8 +28,8 @@ def losses(res: dict) -> str:
              "| model | parameters | validation loss | fall over the last fifth | s/step (throughput only) |",
              "|---|---|---|---|---|"]
     for name, model in res["models"].items():
-        val, late = spread(_val(model)), spread(_val(model, "late_movement"))
-        step_s = statistics.fmean(_val(model, "seconds_per_step"))
+        val, late = spread(seed_values(model)), spread(seed_values(model, "late_movement"))
+        step_s = statistics.fmean(seed_values(model, "seconds_per_step"))
         lines.append(f"| {name} | {model['n_params']:,} | {val['mean']:.3f} ± {val['std']:.3f} | "
                      f"{late['mean']:.3f} | {step_s:.3f} |")
     return "\n".join(lines)
@@ -54,7 +50,7 @@ def train_test_gap(gap: dict) -> str:
              f"{gap['chance_loss']:.3f}.", "",
              "| model | training loss | validation loss | gap (validation - training) |", "|---|---|---|---|"]
     for name, model in gap["models"].items():
-        cells = [spread(_val(model, key)) for key in ("scored_train_loss", "scored_val_loss", "gap")]
+        cells = [spread(seed_values(model, key)) for key in ("scored_train_loss", "scored_val_loss", "gap")]
         lines.append(f"| {name} | " + " | ".join(f"{c['mean']:.3f} ± {c['std']:.3f}" for c in cells) + " |")
     return "\n".join(lines)
 
