@@ -151,6 +151,44 @@ def test_causal_lm_module_trains_and_writes_metrics(tmp_path):
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
 
 
+class HandCountedAccuracy(CausalLMModule):
+    """Records every step's accuracy, computed by hand, and how often the module's metric ran."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.by_hand: dict[int, float] = {}
+        self.metric_calls = 0
+        self.train_acc.register_forward_pre_hook(lambda *_: setattr(self, "metric_calls", self.metric_calls + 1))
+
+    def training_step(self, batch, batch_idx):
+        with torch.no_grad():
+            logits, labels = self.net(batch["input_ids"])[:, :-1], batch["labels"][:, 1:]
+            scored = labels != -100
+            hits = (logits.argmax(-1) == labels) & scored
+            self.by_hand[self.trainer.global_step + 1] = hits.sum().item() / scored.sum().item()
+        return super().training_step(batch, batch_idx)
+
+
+def test_train_accuracy_is_computed_only_on_the_steps_it_is_recorded(tmp_path):
+    """11 steps, logged every 3: rows at 3, 6 and 9 and the final metrics (step 11) hold the
+    accuracy of their own step's batch, and the metric ran on those four steps only."""
+    L.seed_everything(0, verbose=False)
+    metrics = MetricsJSON(tmp_path / "m.json")
+    cfg = TrainerConfig(max_steps=11, val_every_n_steps=100, limit_val_batches=1, log_every_n_steps=3,
+                        checkpoint_every_n_steps=100, progress_bar=False)
+    trainer = build_trainer(cfg, tmp_path, callbacks=[metrics])
+    module = HandCountedAccuracy(TinyLM(), vocab_size=V, optim=OptimConfig(lr=1e-2, warmup_steps=1))
+    trainer.fit(module, train_dataloaders=lm_loader(n=64), val_dataloaders=lm_loader(seed=1))
+    out = json.loads((tmp_path / "m.json").read_text())
+    rows = {row["step"]: row["train/acc"] for row in out["history"] if "train/acc" in row}
+    assert sorted(rows) == [3, 6, 9]
+    for step, value in rows.items():
+        assert value == pytest.approx(module.by_hand[step], abs=1e-6)
+    assert out["final"]["train/acc"] == pytest.approx(module.by_hand[11], abs=1e-6)
+    assert len(set(module.by_hand.values())) > 2  # the batches differ, so a stale value would show
+    assert module.metric_calls == 4
+
+
 def test_nan_loss_stops_with_clear_error(tmp_path):
     trainer = _trainer(tmp_path)
     module = CausalLMModule(TinyLM(poison=True), vocab_size=V)

@@ -128,7 +128,7 @@ class SearchedClassificationModule(ManticoreSearchModule):
 
     def _step(self, batch):
         logits, label = self(batch["input_ids"], batch.get("attention_mask")), batch["label"]
-        return F.cross_entropy(logits.float(), label), logits.argmax(-1), label
+        return F.cross_entropy(logits.float(), label), logits, label
 
 
 # --- config --------------------------------------------------------------------------------------------
