@@ -295,7 +295,7 @@ class RetrievalSizing:
 @dataclass
 class RetrievalConfig:
     seeds: list[int] = seeds_field(0)  # the clm and autoencoder runs of each seed
-    workers: int = bounded(1, ge=1)
+    workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     n_train: int = bounded(2000, ge=2)
     n_test: int = bounded(200, ge=2)
     candidates: list[int] = field(default_factory=lambda: [32, 128])
