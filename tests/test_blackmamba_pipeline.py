@@ -62,7 +62,10 @@ def test_results_hold_what_the_readme_reports(repro):
     for mode in routing["seeds"]["0"].values():
         assert mode["n_layers"] == 2
         assert sum(mode["layers"][0]["tokens_per_expert"]) == 2 * 4 * train["n_ctx"]
-    assert set(load(repo, "zero_shot.json")["models"]) == COMPARED
+    zero_shot = load(repo, "zero_shot.json")
+    assert set(zero_shot["models"]) == COMPARED
+    assert zero_shot["controls"]["untrained blackmamba"]["architecture"] == "blackmamba/seed0"
+    assert set(zero_shot["controls"]["untrained blackmamba"]["tasks"]) == set(zero_shot["tasks"])
     assert len(load(repo, "table1.json")["rows"]) == 16
     sinkhorn = load(repo, "sinkhorn.json")["summary"]
     assert set(sinkhorn) == {"logits", "sigmoid"}

@@ -9,7 +9,7 @@ import pytest
 from common.claims.build import build_ledger, load_spec
 from common.eval.report import load_results
 from papers.blackmamba import evidence
-from papers.blackmamba.zero_shot import CHANCE
+from papers.blackmamba.zero_shot import CHANCE, METRIC
 from tests.conftest import ROOT
 
 SPEC = load_spec(ROOT / "papers/blackmamba/claims.yaml")
@@ -28,11 +28,26 @@ def ledger(results: dict, profile: str = "tiny") -> dict[str, dict]:
     return {entry["id"]: entry for entry in build_ledger(spec, results, evidence, profile)}
 
 
-def zero_shot_results(task: str, chance: float | None, blackmamba: list[float], mamba: list[float]) -> dict:
-    def seeds(accuracies):
-        return {str(i): {"tasks": {task: {"acc,none": a}}, "mean_acc": a} for i, a in enumerate(accuracies)}
+def zero_shot_results(task: str, chance: float | None, blackmamba: list[float], mamba: list[float],
+                      untrained: float = 0.0) -> dict:
+    def scores(accuracy):
+        return {"tasks": {task: {METRIC.get(task, "acc,none"): accuracy}}, "mean_acc": accuracy}
     return {"profile": "paper", "tasks": [task], "chance": {task: chance},
-            "models": {"blackmamba": seeds(blackmamba), "mamba": seeds(mamba)}}
+            "metric": {task: METRIC.get(task, "acc,none")},
+            "models": {name: {str(i): scores(a) for i, a in enumerate(accuracies)}
+                       for name, accuracies in (("blackmamba", blackmamba), ("mamba", mamba))},
+            "controls": {"untrained blackmamba": scores(untrained)}}
+
+
+def two_tasks(first: dict, second: dict) -> dict:
+    """The union of two one-task results."""
+    merged = {key: {**first[key], **second[key]} for key in ("chance", "metric")}
+    merged["models"] = {name: {seed: {"tasks": {**run["tasks"], **second["models"][name][seed]["tasks"]}}
+                               for seed, run in seeds.items()} for name, seeds in first["models"].items()}
+    untrained = {**first["controls"]["untrained blackmamba"]["tasks"],
+                 **second["controls"]["untrained blackmamba"]["tasks"]}
+    return {**first, **merged, "tasks": first["tasks"] + second["tasks"],
+            "controls": {"untrained blackmamba": {"tasks": untrained}}}
 
 
 def test_a_multiple_choice_task_scored_at_chance_decides_nothing(results):
@@ -51,6 +66,22 @@ def test_a_multiple_choice_task_scored_at_chance_decides_nothing(results):
     # a baseline the stage did not score: declared, and inconclusive with why
     assert rows["table1-tasks-vs-transformer"]["verdict"] == "inconclusive"
     assert "scored no transformer" in rows["table1-tasks-vs-transformer"]["why"]
+
+
+def test_a_task_that_cannot_see_learning_is_left_out_and_named(results):
+    """The positive control: a task where the trained models score no better than the untrained one
+    (here the cloze, all at 0.04) decides nothing; the rows read the task that sees learning."""
+    cloze = zero_shot_results("stories_cloze", CHANCE["stories_cloze"], [0.04, 0.05, 0.04], [0.05, 0.04, 0.05],
+                              untrained=0.04)
+    next_line = zero_shot_results("stories_next_line", 0.25, [0.60, 0.62, 0.61], [0.50, 0.52, 0.51], untrained=0.27)
+    results["zero_shot"] = two_tasks(cloze, next_line)
+    row = ledger(results)["table1-tasks-vs-mamba"]
+    assert row["verdict"] == "reproduced"
+    assert "stories_cloze left out" in row["context"] and row["chance"] == 0.25
+    results["zero_shot"] = two_tasks(cloze, zero_shot_results("stories_next_line", 0.25, [0.60, 0.62, 0.61],
+                                                              [0.50, 0.52, 0.51], untrained=0.64))
+    row = ledger(results)["table1-tasks-vs-mamba"]
+    assert row["verdict"] == "inconclusive" and "no task's probe sees learning" in row["why"]
 
 
 def test_every_task_of_the_paper_profile_has_a_chance_level():

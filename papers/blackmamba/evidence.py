@@ -149,26 +149,45 @@ def late_imbalance(results: dict) -> Evidence:
 
 
 def task_scores(results: dict, baseline: str) -> Evidence:
-    """Mean accuracy over the tasks, BlackMamba - `baseline`, per seed; learned when every task has a
-    known chance level and both models are above it on each."""
+    """Mean accuracy over the tasks that can see learning, BlackMamba - `baseline`, per seed.
+
+    A task sees learning when every trained model's scores, all seeds pooled, are measurably above
+    both its chance level and the untrained BlackMamba's score (the positive control); the others
+    are named and left out. Learned when both models are above chance on each task kept."""
     zero_shot = results["zero_shot"]
     models, tasks, chance = zero_shot["models"], zero_shot["tasks"], zero_shot["chance"]
-    facts = {"tasks": ", ".join(tasks), "chance_per_task": ", ".join(f"{t} {chance[t]}" for t in tasks)}
-    if "blackmamba" not in models or baseline not in models:
-        return Evidence(facts=facts, missing=f"the zero_shot stage scored no {baseline} or no blackmamba")
+    if "controls" not in zero_shot:
+        return Evidence(missing="zero_shot.json predates the untrained control: rerun the zero_shot stage")
+    metric, untrained = zero_shot["metric"], zero_shot["controls"]["untrained blackmamba"]["tasks"]
 
     def acc(name: str, task: str) -> list[float]:
-        return [seed["tasks"][task].get("acc,none", float("nan")) for seed in models[name].values()]
+        return [seed["tasks"][task].get(metric[task], float("nan")) for seed in models[name].values()]
 
-    def learned(name: str) -> bool:
-        return all(chance[t] is not None and above_chance(acc(name, t), chance[t]) for t in tasks)
+    def sees_learning(task: str) -> bool:
+        pooled = [value for name in models for value in acc(name, task)]
+        return chance[task] is not None and above_chance(pooled, max(chance[task], untrained[task][metric[task]]))
 
-    ours = [seed["mean_acc"] for seed in models["blackmamba"].values()]
-    theirs = [seed["mean_acc"] for seed in models[baseline].values()]
-    known = [chance[t] for t in tasks if chance[t] is not None]
+    kept = [t for t in tasks if sees_learning(t)]
+    facts = {"tasks": ", ".join(f"{t} ({metric[t].removesuffix(',none')})" for t in kept) or "no task",
+             "chance_per_task": ", ".join(f"{t} {chance[t]:.3g}" for t in kept),
+             "left_out": "; ".join(f"{t} left out: the trained models are not measurably above both chance "
+                                   f"({chance[t]}) and the untrained model ({untrained[t][metric[t]]:.3g})"
+                                   for t in tasks if t not in kept) or "no task left out"}
+    if "blackmamba" not in models or baseline not in models:
+        return Evidence(facts=facts, missing=f"the zero_shot stage scored no {baseline} or no blackmamba")
+    # With no task kept the numbers over all tasks are still shown, and the failure decides the row.
+    used = kept or tasks
+
+    def mean_over_used(name: str) -> list[float]:
+        return list(np.mean([acc(name, t) for t in used], axis=0))
+
+    ours, theirs = mean_over_used("blackmamba"), mean_over_used(baseline)
+    learned = all(chance[t] is not None and above_chance(acc(name, t), chance[t])
+                  for name in ("blackmamba", baseline) for t in used)
+    known = [chance[t] for t in used if chance[t] is not None]
     return Evidence(arms={"blackmamba": ours, baseline: theirs}, difference=paired_differences(ours, theirs),
-                    learned=learned("blackmamba") and learned(baseline),
-                    chance=sum(known) / len(known) if len(known) == len(tasks) else None, facts=facts)
+                    learned=learned, chance=float(np.mean(known)) if len(known) == len(used) else None, facts=facts,
+                    failure=None if kept else "no task's probe sees learning: " + facts["left_out"])
 
 
 def training_scale(results: dict) -> Evidence:

@@ -104,13 +104,19 @@ def routing(res: dict) -> str:
 
 
 def zero_shot(res: dict) -> str:
-    tasks = res["tasks"]
-    lines = ["Accuracy, mean ± standard deviation over seeds.", "",
-             "| model | " + " | ".join(f"{t} (chance {res['chance'].get(t)})" for t in tasks) + " | mean |",
+    tasks, metric = res["tasks"], res["metric"]
+    untrained = res["controls"]["untrained blackmamba"]
+    lines = ["Each task's metric (`acc_norm` where the choices differ in length), mean ± standard deviation "
+             f"over seeds; the untrained row is one model, {untrained['architecture']}'s architecture as "
+             "initialised: the level a probe must rise above to see learning.", "",
+             "| model | " + " | ".join(f"{t}, {metric[t].removesuffix(',none')} (chance {res['chance'][t]:.3g})"
+                                      for t in tasks) + " | mean |",
              "|---|" + "---|" * (len(tasks) + 1)]
     for name, seeds in res["models"].items():
-        cells = [_pm([s["tasks"][t].get("acc,none", float("nan")) for s in seeds.values()]) for t in tasks]
+        cells = [_pm([s["tasks"][t][metric[t]] for s in seeds.values()]) for t in tasks]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_pm([s['mean_acc'] for s in seeds.values()])} |")
+    cells = [f"{untrained['tasks'][t][metric[t]]:.3f}" for t in tasks]
+    lines.append("| untrained blackmamba | " + " | ".join(cells) + f" | {untrained['mean_acc']:.3f} |")
     return "\n".join(lines)
 
 
