@@ -36,8 +36,8 @@ $(STAMP): pyproject.toml $(LOCK)
 
 install: $(STAMP)
 
-# Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml; then the README's claims
-# page from the papers' ledgers (not a DVC stage: see common/claims/page.py).
+# Every pipeline: the root one and each paper's papers/<paper>/dvc.yaml; then the claims pages
+# from the papers' ledgers (not a DVC stage: see common/claims/page.py).
 repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
 	$(BIN)/python -m common.claims.page
@@ -75,12 +75,12 @@ notebooks: $(STAMP)
 
 # The `paper` profile end to end on CPU, at the paper's shapes, on local stand-ins for the Hub, in a
 # throwaway copy under data/rehearsal/ (committed results and locks are left alone), in batches of 2 rows
-# and fp32 (the README says why). It rewrites its records (rehearsal/records.json) and the READMEs'
+# and fp32 (rehearsal/README.md says why). It rewrites its records (rehearsal/records.json) and the READMEs'
 # readiness tables, which are committed. See rehearsal/run.py.
 rehearse: $(STAMP)
 	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true
 
-# On a CUDA machine: the GPU benchmark and the `paper` networks' training steps (README, Performance).
+# On a CUDA machine: the GPU benchmark and the `paper` networks' training steps (benchmarks/README.md).
 bench-gpu:
 	$(MAKE) install EXTRAS=dev,gpu
 	$(BIN)/python -m benchmarks.cuda_kernels

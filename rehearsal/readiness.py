@@ -45,7 +45,7 @@ BEGIN, END = "<!-- readiness -->", "<!-- /readiness -->"
 RECORDS = Path(__file__).resolve().parent / "records.json"
 # Training steps of some networks measured on an H100 (`rehearsal.gpu_steps`), keyed PIPELINE:STAGE:INDEX.
 GPU_STEPS = Path(__file__).resolve().parent / "gpu_steps.json"
-READMES = {"root": "README.md", "blackmamba": "papers/blackmamba/README.md",
+READMES = {"root": "rehearsal/README.md", "blackmamba": "papers/blackmamba/README.md",
            "masked_mixers": "papers/masked_mixers/README.md", "manticore": "papers/manticore/README.md"}
 
 

@@ -13,7 +13,7 @@ An output that neither checkout holds (data outside git that neither has made) i
 compared.
 
 Two CPUs of different kinds (AVX-512 against AVX2) round differently, so their runs agree only
-within a tolerance (the README's "Results across CPUs" says how large):
+within a tolerance (docs/pipelines.md, "Results across CPUs", says how large):
 
     python -m reruns.compare /tmp/other-cpu --rtol 0.05
 

@@ -1,4 +1,4 @@
-"""The root README's claims page agrees with the committed ledgers, and counts what they hold."""
+"""The claims pages (the front page's counts, docs/claims.md's rows) agree with the committed ledgers."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import json
 import pytest
 
 from common.claims.ledger import claim_entry
-from common.claims.page import BEGIN, END, main, page, render
+from common.claims.page import BEGIN, END, PAGES, counts, every_claim, load_ledgers, main, render
 from tests.conftest import ROOT
 
 
-def test_committed_readme_matches_the_committed_ledgers():
-    readme = (ROOT / "README.md").read_text()
-    assert render(readme, ROOT) == readme, "run `python -m common.claims.page`"
+def test_committed_pages_match_the_committed_ledgers():
+    ledgers = load_ledgers(ROOT)
+    for name, table in PAGES.items():
+        text = (ROOT / name).read_text()
+        assert render(text, table, ledgers) == text, f"{name}: run `python -m common.claims.page`"
 
 
 def _ledger():
@@ -29,8 +31,8 @@ def _ledger():
 
 
 def test_the_page_counts_verdicts_and_lists_every_claim():
-    text = page({"manticore": None, "blackmamba": _ledger(), "masked_mixers": None})
-    rows = text.splitlines()
+    ledgers = {"manticore": None, "blackmamba": _ledger(), "masked_mixers": None}
+    rows = counts(ledgers).splitlines() + every_claim(ledgers).splitlines()
     assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in rows
     assert "| Manticore | - | - | - | - | - | no ledger yet |" in rows
     # The margin: the interval 1 +- t(0.975, 2) * 0.1 / sqrt(3) = [0.752, 1.248] lies 0.752 / 0.248 =
@@ -40,14 +42,22 @@ def test_the_page_counts_verdicts_and_lists_every_claim():
     assert "| BlackMamba | `c`: big (Table 3) | needs paper scale | - | - | - |" in rows
 
 
+def write_pages(root):
+    (root / "docs").mkdir(exist_ok=True)
+    for name in PAGES:
+        (root / name).write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+
+
 def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):
     (tmp_path / "papers/blackmamba/results").mkdir(parents=True)
     (tmp_path / "papers/blackmamba/results/claims.json").write_text(json.dumps({"claims": _ledger()}))
-    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    write_pages(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["--check"]) == 1
     assert main([]) == 0 and main(["--check"]) == 0
     assert "| BlackMamba | 1 | 0 | 0 | 1 | 1 | 3 |" in (tmp_path / "README.md").read_text()
+    every = (tmp_path / "docs/claims.md").read_text()
+    assert "| BlackMamba | `c`: big (Table 3) | needs paper scale | - | - | - |" in every
     (tmp_path / "README.md").write_text("no markers\n")
     assert main([]) == 2
 
@@ -55,7 +65,7 @@ def test_check_mode_fails_on_a_stale_page(tmp_path, monkeypatch):
 def test_a_damaged_ledger_is_one_line_naming_its_file(tmp_path, monkeypatch, capsys):
     ledger = tmp_path / "papers/blackmamba/results/claims.json"
     ledger.parent.mkdir(parents=True)
-    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    write_pages(tmp_path)
     monkeypatch.chdir(tmp_path)
     for text in ("junk{", "[]", json.dumps({"claims": 5}), json.dumps({"claims": [{"id": "a"}]})):
         ledger.write_text(text)
@@ -77,7 +87,7 @@ def test_a_ledger_damaged_inside_a_claim_names_the_claim_and_key(damage, expecte
     ledger = tmp_path / "papers/manticore/results/claims.json"
     ledger.parent.mkdir(parents=True)
     ledger.write_text(json.dumps({**committed, "claims": damage(claim)}))
-    (tmp_path / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    write_pages(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

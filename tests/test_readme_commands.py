@@ -1,7 +1,8 @@
 """The READMEs' commands are tests, so the documentation cannot drift from behaviour.
 
-Every command in a ```bash block of README.md and of each paper README, and every ```python block,
-gets exactly one treatment here, or this test fails and asks for one:
+Every command in a ```bash block of README.md, of the pages under docs/, of benchmarks/README.md and
+rehearsal/README.md and of each paper README, and every ```python block, gets exactly one treatment
+here, or this test fails and asks for one:
 
 - run as written, at the smoke profile, in a throwaway copy of this checkout whose root pipeline has
   run (`dvc repro` of a root stage, `dvc metrics diff`, a stage by hand, `--help`, the report);
@@ -13,7 +14,9 @@ gets exactly one treatment here, or this test fails and asks for one:
 - a command-line tool that runs for an hour or installs packages: its arguments go through its own
   parser, or it is skipped for the reason written in SKIPPED;
 - a `python -m` command that needs a paper pipeline's outputs: skipped here, and run with the same
-  arguments by the test named in COVERED.
+  arguments by the test named in COVERED;
+- the quick start's `source .venv/bin/activate` (the environment must have one) and its undo, `git
+  checkout -- ...`, run in the throwaway copy, where every path it names must be one git knows.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from tests.test_stage_cli import parse_only
 
 pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
 
-READMES = [ROOT / "README.md", *sorted((ROOT / "papers").glob("*/README.md"))]
+READMES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md",
+           ROOT / "rehearsal" / "README.md", *sorted((ROOT / "papers").glob("*/README.md"))]
 PAPERS = sorted(path.parent.name for path in (ROOT / "papers").glob("*/dvc.yaml"))
 
 SKIPPED = {
@@ -163,6 +167,10 @@ def test_readme_example(example, smoke_root_repro, tmp_path):
     for words in expand(shlex.split(example.text)):
         if tuple(words[:2]) in SKIPPED:
             pytest.skip(SKIPPED[tuple(words[:2])])
+        elif words[:2] == ["source", ".venv/bin/activate"]:
+            assert (Path(sys.prefix) / "bin" / "activate").is_file()  # the environment these tests run in
+        elif words[:3] == ["git", "checkout", "--"]:
+            _run(words, repo)  # the undo of a quick start: every path it names must be one git knows
         elif words[0] == "make":
             raise AssertionError(f"{example.where}: `{example.text}`: say in SKIPPED why it is not run here")
         elif words[:3] == ["dvc", "exp", "run"]:

@@ -1,14 +1,14 @@
-"""The root README's claims page: every claim of the three papers, from their ledgers.
+"""The claims pages: the front page's counts and `docs/claims.md`'s every claim, from the ledgers.
 
-    python -m common.claims.page            # rewrite README.md between the markers
-    python -m common.claims.page --check    # exit 1 if README.md is out of date
+    python -m common.claims.page            # rewrite both pages between their markers
+    python -m common.claims.page --check    # exit 1 if either is out of date
 
 Each paper's `report` stage writes `papers/<paper>/results/claims.json` (`common.claims.ledger`).
-This page gathers them: counts per verdict class, then one row per claim with its verdict, our
-number with its spread, its margin from the nearest decision boundary, and the number of seeds.
-It is not a DVC stage on purpose: a root stage
-that depends on the three ledgers would make `dvc repro` of the root pipeline run all three papers.
-`tests/test_claims_page.py` fails when the committed README and the committed ledgers disagree.
+`README.md` gets the counts per verdict class; `docs/claims.md` one row per claim with its verdict,
+our number with its spread, its margin from the nearest decision boundary, and the number of seeds.
+It is not a DVC stage on purpose: a root stage that depends on the three ledgers would make `dvc
+repro` of the root pipeline run all three papers. `tests/test_claims_page.py` fails when the
+committed pages and the committed ledgers disagree.
 """
 
 from __future__ import annotations
@@ -47,15 +47,19 @@ def load_ledgers(root: Path) -> dict[str, list[dict] | None]:
     return ledgers
 
 
-def page(ledgers: dict[str, list[dict] | None]) -> str:
+def counts(ledgers: dict[str, list[dict] | None]) -> str:
     lines = ["| paper | " + " | ".join(VERDICTS) + " | claims |", "|---|" + "---|" * (len(VERDICTS) + 1)]
     for paper, claims in ledgers.items():
         if claims is None:
             lines.append(f"| {PAPERS[paper]} | " + " | ".join("-" for _ in VERDICTS) + " | no ledger yet |")
             continue
-        counts = [sum(entry["verdict"] == verdict for entry in claims) for verdict in VERDICTS]
-        lines.append(f"| {PAPERS[paper]} | " + " | ".join(map(str, counts)) + f" | {len(claims)} |")
-    lines += ["", "| paper | claim | verdict | ours | margin | seeds |", "|---|---|---|---|---|---|"]
+        tally = [sum(entry["verdict"] == verdict for entry in claims) for verdict in VERDICTS]
+        lines.append(f"| {PAPERS[paper]} | " + " | ".join(map(str, tally)) + f" | {len(claims)} |")
+    return "\n".join(lines)
+
+
+def every_claim(ledgers: dict[str, list[dict] | None]) -> str:
+    lines = ["| paper | claim | verdict | ours | margin | seeds |", "|---|---|---|---|---|---|"]
     for paper, claims in ledgers.items():
         for entry in claims or []:
             lines.append(f"| {PAPERS[paper]} | `{entry['id']}`: {entry['claim']} ({entry['where']}) | "
@@ -63,30 +67,35 @@ def page(ledgers: dict[str, list[dict] | None]) -> str:
     return "\n".join(lines)
 
 
-def render(readme: str, root: Path) -> str:
-    return replace_between_markers(readme, BEGIN, END, page(load_ledgers(root)))
+# Each page, relative to the repository root, and the table it holds between the markers.
+PAGES = {"README.md": counts, "docs/claims.md": every_claim}
+
+
+def render(text: str, table, ledgers: dict[str, list[dict] | None]) -> str:
+    return replace_between_markers(text, BEGIN, END, table(ledgers))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is out of date")
     args = parser.parse_args(argv)
     root = Path.cwd()
-    readme_path = root / "README.md"
     try:
-        readme = readme_path.read_text()
-        text = render(readme, root)
+        ledgers = load_ledgers(root)
+        pages = {root / name: (text := (root / name).read_text(), render(text, table, ledgers))
+                 for name, table in PAGES.items()}
     except (OSError, ValueError, KeyError, UserError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    stale = [path for path, (old, new) in pages.items() if old != new]
     if args.check:
-        if text != readme:
-            print("README.md: the claims page is out of date; run `python -m common.claims.page`",
+        for path in stale:
+            print(f"{path.relative_to(root)}: the claims page is out of date; run `python -m common.claims.page`",
                   file=sys.stderr)
-            return 1
-        return 0
-    with atomic_file(readme_path, "w") as handle:
-        handle.write(text)
+        return 1 if stale else 0
+    for path in stale:
+        with atomic_file(path, "w") as handle:
+            handle.write(pages[path][1])
     return 0
 
 
