@@ -151,9 +151,9 @@ def late_imbalance(results: dict) -> Evidence:
 def task_scores(results: dict, baseline: str) -> Evidence:
     """Mean accuracy over the tasks that can see learning, BlackMamba - `baseline`, per seed.
 
-    A task sees learning when every trained model's scores, all seeds pooled, are measurably above
-    both its chance level and the untrained BlackMamba's score (the positive control); the others
-    are named and left out. Learned when both models are above chance on each task kept."""
+    A task sees learning when the trained models' scores, every model and seed pooled, are
+    measurably above both its chance level and the untrained BlackMamba's score (the positive
+    control); the others are named and left out. Learned when both models are above chance on each task kept."""
     zero_shot = results["zero_shot"]
     models, tasks, chance = zero_shot["models"], zero_shot["tasks"], zero_shot["chance"]
     if "controls" not in zero_shot:
