@@ -1,5 +1,5 @@
 """Paper-readiness tables: for every stage of a pipeline, what its `paper` run computes and what it
-needs, written into the pipeline's README between `<!-- readiness -->` and `<!-- /readiness -->`.
+needs, written into the pipeline's page (`READMES`) between `<!-- readiness -->` and `<!-- /readiness -->`.
 
     python -m rehearsal.readiness [--records rehearsal/records.json] [--pipelines ...]
 
@@ -45,8 +45,8 @@ BEGIN, END = "<!-- readiness -->", "<!-- /readiness -->"
 RECORDS = Path(__file__).resolve().parent / "records.json"
 # Training steps of some networks measured on an H100 (`rehearsal.gpu_steps`), keyed PIPELINE:STAGE:INDEX.
 GPU_STEPS = Path(__file__).resolve().parent / "gpu_steps.json"
-READMES = {"root": "rehearsal/README.md", "blackmamba": "papers/blackmamba/README.md",
-           "masked_mixers": "papers/masked_mixers/README.md", "manticore": "papers/manticore/README.md"}
+READMES = {"root": "rehearsal/README.md", "blackmamba": "docs/blackmamba/scale-and-time.md",
+           "masked_mixers": "papers/masked_mixers/README.md", "manticore": "docs/manticore/scale-and-time.md"}
 
 
 def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:

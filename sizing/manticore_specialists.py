@@ -1,5 +1,5 @@
 """Sizing runs for Manticore's `specialists` stage (one seed, 0 unless `--seed`; the `tiny` profile's
-settings), the source of the sizing tables in `papers/manticore/README.md`:
+settings), the source of the sizing tables in `docs/manticore/specialists.md`:
 
     python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 11 min on 2 cores
     python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # 10-20 min on 2 cores
