@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +41,36 @@ def test_every_stage_runs_and_writes_its_results(repro):
             assert (repo / f"data/blackmamba/models/{name}/seed{seed}/model.safetensors").is_file()
     again = _run([sys.executable, "-m", "dvc", "repro", "papers/blackmamba/dvc.yaml"], repo)
     assert "Running stage" not in again.stdout
+
+
+@pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
+def test_a_refused_config_and_a_forced_rerun_keep_every_finished_run(repro):
+    """A misspelt key stops `train_compare` before any work and leaves the trained models and runs
+    in place (DVC removes outputs that are not persisted before a stage runs); forced to run again,
+    the stage loads every finished run instead of training it, to the same results."""
+    repo, _ = repro
+    params = repo / "papers/blackmamba/params.yaml"
+    text = params.read_text()
+    kept = [*(repo / "data/blackmamba").rglob("*.safetensors"), *(repo / "data/blackmamba").rglob("weights.pt")]
+    before = {path: path.read_bytes() for path in kept}
+    results = (repo / RESULTS / "train_compare.json").read_text()
+    anchor = "  smoke:\n    seeds: [0, 1, 2]"
+    assert text.count(anchor) == 1
+    try:
+        params.write_text(text.replace(anchor, anchor + "\n    max_stepz: 4"))
+        refused = subprocess.run([sys.executable, "-m", "dvc", "repro", "papers/blackmamba/dvc.yaml"], cwd=repo,
+                                 env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                                           f"{os.environ['PATH']}"},
+                                 capture_output=True, text=True, timeout=600)
+        assert refused.returncode != 0 and "max_stepz" in refused.stdout + refused.stderr
+        assert len(before) >= 2 * 3 * len(COMPARED)  # each run's weights and each model's
+        assert {path: path.read_bytes() for path in kept} == before
+    finally:
+        params.write_text(text)
+    forced = _run([sys.executable, "-m", "dvc", "repro", "-f", "-s", "papers/blackmamba/dvc.yaml:train_compare"], repo)
+    runs = 3 * (len(COMPARED) + 1)  # the compared models' seeds and the routing model's
+    assert (forced.stdout + forced.stderr).count("not training it again") == runs, forced.stderr[-3000:]
+    assert (repo / RESULTS / "train_compare.json").read_text() == results
 
 
 @pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import logging
 import platform
 import re
@@ -161,6 +162,55 @@ def test_an_unreadable_checkpoint_is_named_and_the_run_starts_afresh(tmp_path, c
     assert run.steps == TRAINER.max_steps
 
     assert _curve(run) == _curve(_run(TASK, tmp_path / "fresh"))  # the same as a run that was never cut
+
+
+def _same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.module.state_dict().values(), b.module.state_dict().values(),
+                                                 strict=True))
+
+
+def test_a_finished_run_is_loaded_not_trained_again(tmp_path, caplog):
+    """A stage stopped after some of its runs loses only the run in progress: a rerun of a finished
+    run with the same key loads its weights and metrics, and training it again would give the same."""
+    first = _run(TASK, tmp_path / "run")
+    metrics_file = (tmp_path / "run" / "metrics.json").read_text()
+    with caplog.at_level(logging.INFO, logger="common.training.trainer"):
+        again = _run(TASK, tmp_path / "run")
+    assert again.reused and not first.reused
+    assert any("not training it again" in r.getMessage() for r in caplog.records)
+    assert again.trainer.global_step == 0 and again.steps == TRAINER.max_steps  # never fitted
+    assert _same_weights(again, first) and _curve(again) == _curve(first)
+    trained_for = json.loads(metrics_file)["timing"]["train_seconds"]
+    assert again.metrics.state_dict()["elapsed_s"] == trained_for  # the first run's time, not a new one
+    assert (tmp_path / "run" / "metrics.json").read_text() == metrics_file
+    assert _same_weights(again, _run(TASK, tmp_path / "fresh"))
+
+
+@pytest.mark.parametrize("change", ["weights flipped", "weights missing", "metrics missing", "other config",
+                                    "own callback"])
+def test_a_finished_run_trains_again_when_anything_fails_to_match(tmp_path, caplog, change):
+    first = _run(TASK, tmp_path)
+    weights = tmp_path / "weights.pt"
+    if change == "weights flipped":
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        weights.write_bytes(bytes(data))
+    elif change == "weights missing":
+        weights.unlink()
+    elif change == "metrics missing":
+        (tmp_path / "metrics.json").unlink()
+    with caplog.at_level(logging.INFO, logger="common.training.trainer"):
+        if change == "other config":
+            again = run_training(lambda: first.module, MADDataModule(TASK, batch_size=8, seed=0), TRAINER, tmp_path,
+                                 seed=0, run_config={"model": "b", "layers": ("mamba", "swiglu"), "other": 1})
+        else:
+            again = _run(TASK, tmp_path, [L.Callback()] if change == "own callback" else [])
+    assert not again.reused and again.trainer.global_step == TRAINER.max_steps
+    assert not any("not training it again" in r.getMessage() for r in caplog.records)
+    if change.startswith("weights flipped") or change == "metrics missing":
+        assert any("do not verify" in r.getMessage() for r in caplog.records)
+    if change != "other config":
+        assert _same_weights(again, first)
 
 
 def test_trainer_threads_is_a_ceiling(tmp_path):

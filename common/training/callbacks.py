@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -49,7 +50,22 @@ class MetricsJSON(L.Callback):
         self._start = time.monotonic()
 
     def _elapsed(self) -> float:
+        if self._start is None:  # restored from a finished run: its own training time
+            return self._elapsed_before
         return round(self._elapsed_before + time.monotonic() - self._start, 3)
+
+    def restore(self) -> bool:
+        """Take the history, best row and training time of the finished run whose file this is,
+        keeping this stage's `extra` (rewritten if it differs); False if the file cannot be read."""
+        try:
+            saved = json.loads(self.path.read_text())
+            self.history, self.best = saved["history"], saved["best"]
+            self._elapsed_before, self._start = saved["timing"]["train_seconds"], None
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            return False
+        if {k: saved.get(k) for k in self.extra} != self.extra:
+            write_json(self.path, {**saved, **self.extra})
+        return True
 
     def _row(self, trainer, prefix: str) -> dict[str, float]:
         row = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith(prefix)}

@@ -2,8 +2,9 @@
 
 Given what builds the network (not a built one), a data module, the trainer config, a seed, the
 run's config and a run directory, it seeds, builds, seeds again, fits with checkpoints and resume,
-and returns the module, the trainer and the metric history. Every stage trains through it, so
-seeding, resume and metrics behave the same everywhere.
+and returns the module, the trainer and the metric history; a run already finished with the same
+settings is loaded instead of trained again. Every stage trains through it, so seeding, resume,
+reuse and metrics behave the same everywhere.
 
 Everything that decides where and how training runs (accelerator, devices, strategy, nodes,
 precision) comes from `TrainerConfig`, so the same config scales from a laptop to multi-node DDP
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -220,15 +222,22 @@ def runnable_accelerators() -> list[str]:
 
 
 RUN_STATE = "run_state.json"
+RUN_WEIGHTS = "weights.pt"  # a complete run's trained module, so that a rerun need not train it again
 
 
 @dataclass
 class TrainingRun:
     """What `run_training` returns: the trained module, its trainer, and the metrics callback
-    (`history` holds the curves)."""
+    (`history` holds the curves). `reused`: the run was complete in `run_dir` with the same key,
+    so it was loaded, not trained (its trainer never fitted)."""
     module: L.LightningModule
     trainer: L.Trainer
     metrics: MetricsJSON
+    reused_steps: int | None = None
+
+    @property
+    def reused(self) -> bool:
+        return self.reused_steps is not None
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -236,7 +245,7 @@ class TrainingRun:
 
     @property
     def steps(self) -> int:
-        return self.trainer.global_step
+        return self.trainer.global_step if self.reused_steps is None else self.reused_steps
 
 
 def run_training(build: Callable[[], L.LightningModule], datamodule: L.LightningDataModule, cfg: TrainerConfig,
@@ -252,7 +261,11 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
        unchanged: `run_config`, the trainer config (its progress bar aside), the seed, and the
        fingerprint of the input data (`datamodule.fingerprint()`), so a half-finished run never
        resumes on regenerated data.
-    4. Release what only training needed (optimizer states, the last gradients); the trained
+    4. A run that finished with the same key, whose saved weights match the checksum it recorded
+       and whose metrics file reads back, is not trained again: its weights and metrics are loaded.
+       So a stage stopped after some of its runs (Ctrl-C, a crash) loses only the run in progress.
+       Runs with `callbacks` of their own always train, since what those do is not in the key.
+    5. Release what only training needed (optimizer states, the last gradients); the trained
        module stays.
     """
     run_dir = Path(run_dir)
@@ -272,9 +285,47 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     key = {"config": run_config, "trainer": trainer_key, "seed": seed, "data": datamodule.fingerprint()}
     # As it will read back from run_state.json (tuples become lists), or it would never match.
     key = json.loads(json.dumps(key, default=str))
+    if not callbacks and (steps := _reuse_complete_run(module, metrics, run_dir, key)) is not None:
+        return TrainingRun(module, trainer, metrics, reused_steps=steps)
     _fit(trainer, module, datamodule, run_dir, key, made)
     _release_training_state(trainer, module)
     return TrainingRun(module, trainer, metrics)
+
+
+def _read_state(run_dir: Path) -> dict:
+    """`run_dir`'s run_state.json, or {} when there is none or it cannot be read."""
+    state_path = run_dir / RUN_STATE
+    try:
+        state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        state = None
+    if not isinstance(state, dict):
+        log.warning("%s is unreadable: this run starts afresh", state_path)
+        state = {}
+    return state
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _reuse_complete_run(module: L.LightningModule, metrics: MetricsJSON, run_dir: Path, key: dict) -> int | None:
+    """Load a run that already finished with `key` into `module` and `metrics`, and return its step
+    count; None (and nothing loaded) when there is no such run or any part of it fails to verify."""
+    state = _read_state(run_dir)
+    weights = run_dir / RUN_WEIGHTS
+    if not (state.get("complete") and state.get("key") == key and state.get("weights_sha256") and weights.is_file()):
+        return None
+    if _sha256(weights) != state["weights_sha256"] or not metrics.restore():
+        log.warning("%s: complete, but its weights or metrics do not verify; training it again", run_dir)
+        return None
+    module.load_state_dict(torch.load(weights, weights_only=True))
+    log.info("%s: already trained with these settings (weights verified); not training it again", run_dir)
+    return state["global_step"]
 
 
 def _release_training_state(trainer: L.Trainer, module: L.LightningModule) -> None:
@@ -312,16 +363,11 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     A run resumes only if it never finished and was started with exactly the same `run_key`;
     otherwise its old checkpoints are removed and training starts afresh. That makes a killed
     `dvc repro` pick up where it stopped, without ever resuming into a changed experiment. A run
-    that finishes removes its checkpoints. `made`: the outermost directory this run created.
+    that finishes saves its weights with their checksum and removes its checkpoints. `made`: the
+    outermost directory this run created.
     """
     state_path, ckpt_dir = run_dir / RUN_STATE, run_dir / "checkpoints"
-    try:
-        state = json.loads(state_path.read_text()) if state_path.is_file() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        state = None
-    if not isinstance(state, dict):
-        log.warning("%s is unreadable: this run starts afresh", state_path)
-        state = {}
+    state = _read_state(run_dir)
     resumable = state.get("key") == run_key and not state.get("complete") and (ckpt_dir / "last.ckpt").is_file()
     if resumable and (problem := unreadable_checkpoint(ckpt_dir / "last.ckpt")):
         log.warning("%s is unreadable (%s): this run starts afresh", ckpt_dir / "last.ckpt", problem)
@@ -329,6 +375,7 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     if trainer.is_global_zero:
         if not resumable:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
+            (run_dir / RUN_WEIGHTS).unlink(missing_ok=True)
             write_json(state_path, {"key": run_key, "complete": False})
         else:
             log.info("resuming from %s", ckpt_dir / "last.ckpt")
@@ -355,8 +402,12 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
                 if directory == made or made is None:
                     break
         raise
+    # Every rank takes part in gathering a sharded module's state; only rank zero writes it.
+    weights = module.state_dict()
     if trainer.is_global_zero:
-        write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step})
+        torch.save(weights, run_dir / RUN_WEIGHTS)
+        write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step,
+                                "weights_sha256": _sha256(run_dir / RUN_WEIGHTS)})
         # Checkpoints exist to resume a cut run, and a complete one never resumes (a rerun trains
         # afresh). Kept, they fill the disk: at `paper` each holds the optimizer states, 3 GB per
         # Manticore run and tens of runs per stage.
