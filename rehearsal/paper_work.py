@@ -217,6 +217,9 @@ def mm_retrieval() -> list[Work]:
     work += [Work(f"retrieval model, c = {c}", lambda c=c: RetrievalMixer(d, c + 1, cfg.training.depth), c + 1,
                   cfg.training.batch_size, cfg.training.steps, len(cfg.sources) * len(cfg.seeds), width=d)
              for c in cfg.candidates]
+    work += [Work(f"timed retrieval model, c = {c}", lambda c=c: RetrievalMixer(d, c + 1, cfg.training.depth), c + 1,
+                  cfg.training.batch_size, cfg.throughput.steps, len(cfg.seeds), width=d)
+             for c in cfg.throughput.candidates]
     infonce = sizes.spec(cfg.sources[cfg.infonce_source].model)
     work.append(Work(f"InfoNCE {cfg.infonce_source}", lambda: build_model(infonce, sizes, vocab), sizes.n_ctx,
                      2 * cfg.infonce.batch_size, cfg.infonce.steps, len(cfg.seeds), vocab=vocab))

@@ -47,7 +47,7 @@ GENERATED_ROW_KEYS = {"n_prompts"}
 # cut goes in through each section's own `task_overrides`. Every run scores the whole test split
 # (1,280 rows at paper), which made most of mad_experiments' 27 minutes.
 MAD_EXAMPLE_KEYS = {"num_train_examples": "rows", "num_test_examples": "eval_rows"}
-# A section with `candidates` (Masked Mixers' retrieval) draws each query's candidates from its train
+# A block with `candidates` (Masked Mixers' retrieval) draws each query's candidates from its train
 # and from its test rows, and embeds every row with each source model at full width: both are cut to
 # the largest candidate count, the fewest that still draw it.
 CANDIDATE_POOL_KEYS = {"n_train", "n_test"}
@@ -125,6 +125,8 @@ def _cut_mad_examples(block: dict[str, Any], rows: int, eval_rows: int) -> dict[
 
 
 def _cut_candidate_pools(block: dict[str, Any]) -> dict[str, Any]:
+    """The section's pools and those of its blocks with candidates of their own (retrieval's throughput)."""
+    block = {k: _cut_candidate_pools(v) if isinstance(v, dict) else v for k, v in block.items()}
     if not isinstance(block.get("candidates"), list):
         return block
     largest = max(block["candidates"])

@@ -46,7 +46,7 @@ RECORDS = Path(__file__).resolve().parent / "records.json"
 # Training steps of some networks measured on an H100 (`rehearsal.gpu_steps`), keyed PIPELINE:STAGE:INDEX.
 GPU_STEPS = Path(__file__).resolve().parent / "gpu_steps.json"
 READMES = {"root": "rehearsal/README.md", "blackmamba": "docs/blackmamba/scale-and-time.md",
-           "masked_mixers": "papers/masked_mixers/README.md", "manticore": "docs/manticore/scale-and-time.md"}
+           "masked_mixers": "docs/masked_mixers/scale-and-time.md", "manticore": "docs/manticore/scale-and-time.md"}
 
 
 def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:

@@ -101,6 +101,27 @@ def test_retrieval_training_learns_an_easy_task_and_uses_plain_cross_entropy():
     assert result["train_loss"] < math.log(math.e + c - 1) - 1 - 0.3
 
 
+def test_the_learning_curve_reads_the_run_without_changing_it():
+    """Scoring at `curve_steps` draws from a generator of its own: the run ends exactly where a run
+    without a curve ends, and the curve's last point is the final score."""
+    torch.manual_seed(0)
+    n, d, c = 200, 8, 8
+    queries = torch.randn(n, d)
+    targets = queries + 0.05 * torch.randn(n, d)
+    test_q = torch.randn(64, d)
+    test_t = test_q + 0.05 * torch.randn(64, d)
+    plain = RetrievalTraining(depth=1, steps=60, batch_size=16, eval_batches=2)
+    plain.optim.lr = 1e-2
+    with_curve = RetrievalTraining(depth=1, steps=60, batch_size=16, eval_batches=2, curve_steps=[20, 40, 60, 90],
+                                   optim=plain.optim)
+    a = train_retrieval(queries, targets, test_q, test_t, c, plain, seed=0)
+    b = train_retrieval(queries, targets, test_q, test_t, c, with_curve, seed=0)
+    assert (a["train_loss"], a["test_loss"], a["test_top1"]) == (b["train_loss"], b["test_loss"], b["test_top1"])
+    assert list(b["top1_curve"]) == ["20", "40", "60"]  # a step past the run is not a point of it
+    assert b["top1_curve"]["60"] == b["test_top1"] and a["top1_curve"] == {"60": a["test_top1"]}
+    assert b["queries_scored"] == 32
+
+
 def test_infonce_loss_matches_a_naive_loop():
     torch.manual_seed(0)
     q, d, tau = torch.randn(5, 7), torch.randn(5, 7), 0.1

@@ -11,7 +11,7 @@ import math
 import statistics
 
 from common.claims.build import Evidence, history_curves
-from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
+from common.claims.rules import above_chance, gap_changes, paired_differences, spread
 
 TOP5 = 5
 SPIKE = math.log(2)  # a rise of the training loss by this much over its lowest so far: perplexity doubled
@@ -22,9 +22,14 @@ def seed_values(model: dict, key: str = "val_loss") -> list[float]:
     return [run[key] for run in model["seeds"].values()]
 
 
-def _shown(values: list[float], digits: int = 3) -> str:
+def _shown(values: list[float], digits: int = 3, signed: bool = True) -> str:
     s = spread(values)
-    return f"{s['mean']:+.{digits}f} ± {s['std']:.{digits}f}"
+    return f"{s['mean']:{'+' if signed else ''}.{digits}f} ± {s['std']:.{digits}f}"
+
+
+def _top1(values: list[float]) -> str:
+    """Accuracies over seeds, which have no sign to show."""
+    return _shown(values, signed=False)
 
 
 def _model(results: dict, name: str) -> tuple[dict, dict | None]:
@@ -245,9 +250,16 @@ def _model_top1(ret: dict, name: str, c: int) -> list[float]:
     return [run[f"c{c}"]["test_top1"] for run in ret["sources"][name]["seeds"].values()]
 
 
+# The claims are judged on mean-pooled states; the paper's single positions are reported beside them.
+POOLED = {"mixer_trained": "mixer_trained_mean", "transformer_trained": "transformer_trained_mean",
+          "mixer_untrained": "mixer_untrained_mean"}
+CONTROL = "mixer_trained_mean"  # the positive case: trained mixer states that the retrieval model learns from
+
+
 def ranking_gap(results: dict, ranking: str) -> Evidence:
     """§4.2: top-1 of ranking by `ranking` (cosine, or the better of L1 and L2 per seed) minus the
-    retrieval model's, both on the trained mixer's embeddings."""
+    retrieval model's, both on the trained mixer's mean-pooled states; the same two on the paper's
+    single position in the facts."""
     ret = results["retrieval"]
     c = ret["candidates"][0]
 
@@ -256,55 +268,66 @@ def ranking_gap(results: dict, ranking: str) -> Evidence:
             return ranking_top1(ret, name, c)
         return [max(pair) for pair in zip(ranking_top1(ret, name, c, "l1"), ranking_top1(ret, name, c, "l2"))]
 
-    trained = _model_top1(ret, "mixer_trained", c)
-    return Evidence(arms={f"{ranking} ranking": ranked("mixer_trained"), "retrieval model": trained},
-                    difference=paired_differences(ranked("mixer_trained"), trained),
+    trained = _model_top1(ret, CONTROL, c)
+    return Evidence(arms={f"{ranking} ranking": ranked(CONTROL), "retrieval model": trained},
+                    difference=paired_differences(ranked(CONTROL), trained),
                     learned=above_chance(trained, 1 / c), chance=1 / c,
-                    facts={"c": c, "pooled_ranked": _shown(ranked("mixer_trained_mean")),
-                           "pooled_model": _shown(_model_top1(ret, "mixer_trained_mean", c)),
-                           **{f"per_seed_{r}": ", ".join(f"{x:.3f}" for x in ranking_top1(ret, "mixer_trained", c, r))
+                    facts={"c": c, "steps": ret["steps"], "position_ranked": _top1(ranked("mixer_trained")),
+                           "position_model": _top1(_model_top1(ret, "mixer_trained", c)),
+                           **{f"per_seed_{r}": ", ".join(f"{x:.3f}" for x in ranking_top1(ret, CONTROL, c, r))
                               for r in ("l1", "l2")}})
 
 
-def _sizing(ret: dict) -> str:
-    """Where the sizing curve's positive control (mean-pooled states) leaves chance, in words."""
-    sizing = ret.get("sizing")
-    if not sizing:
-        return "no sizing curve was run"
-    chance, curves = 1 / sizing["c"], sizing["curves"]
-    control = curves["mixer_trained_mean"]
-    steps = next((s for s in sorted(control, key=int)
-                  if run_above_chance(control[s]["test_top1"], control[s]["queries_scored"], chance)), None)
-    curve = "; ".join(f"{name}: " + ", ".join(f"{c[s]['test_top1']:.3f} at {s}" for s in sorted(c, key=int))
-                      for name, c in curves.items())
-    found = f"leaves chance after {steps} steps" if steps else "stays at chance"
-    return (f"sizing curve, seed {sizing['seed']}, c = {sizing['c']}, {sizing['n_train']} pairs, top-1 by steps "
-            f"(chance {chance:.3f}; exact binomial test at 1%): the positive control {found}; {curve}")
+def _curve(ret: dict) -> str:
+    """The retrieval model's learning curve per source, in words: mean top-1 over seeds by step."""
+    c = ret["candidates"][0]
+
+    def points(name: str) -> str:
+        runs = [run[f"c{c}"]["top1_curve"] for run in ret["sources"][name]["seeds"].values()]
+        steps = sorted(runs[0], key=int)  # keys sorted as strings in the file ("10000" before "3000")
+        return ", ".join(f"{statistics.fmean(run[s] for run in runs):.3f} at {s}" for s in steps)
+
+    return (f"retrieval model top-1 by steps, c = {c}, {ret['n_train']} pairs, mean of {len(ret['seeds'])} seeds "
+            f"(chance {1 / c:.3f}): " + "; ".join(f"{name} {points(name)}" for name in ret["sources"]))
 
 
 def retrieval_gap(results: dict, a: str, b: str) -> Evidence:
-    """Top-1 retrieval from `a`'s embeddings minus `b`'s, per seed. One source above chance is enough:
-    each claim expects its second source to retrieve worse, possibly at chance. The positive control
-    (the trained mixer's mean-pooled states through the same retrieval model) must learn."""
+    """Top-1 retrieval from `a`'s mean-pooled states minus `b`'s, per seed. One source above chance
+    is enough: each claim expects its second source to retrieve worse, possibly at chance. The
+    positive control (the trained mixer's mean-pooled states) must learn; the paper's single
+    positions of the same models are in the facts."""
     ret = results["retrieval"]
     c = ret["candidates"][0]
-    arms = {a: _model_top1(ret, a, c), b: _model_top1(ret, b, c)}
-    control = _model_top1(ret, "mixer_trained_mean", c)
-    cosine = "; ".join(f"{name} {statistics.fmean(ranking_top1(ret, name, c)):.3f}"
-                       for name in (a, b, "mixer_trained_mean"))
-    control_text = f"mean-pooled control top-1 {_shown(control)} over {len(control)} seeds"
+    arms = {a: _model_top1(ret, POOLED[a], c), b: _model_top1(ret, POOLED[b], c)}
+    control = _model_top1(ret, CONTROL, c)
+    control_text = f"trained mixer mean-pooled top-1 {_top1(control)} over {len(control)} seeds"
+    positions = "; ".join(f"{name} {_top1(_model_top1(ret, name, c))}" for name in (a, b) if name in ret["sources"])
+    cosine = "; ".join(f"{name} {statistics.fmean(ranking_top1(ret, POOLED[name], c)):.3f}" for name in (a, b))
     return Evidence(arms=arms, difference=paired_differences(arms[a], arms[b]),
                     learned=any(above_chance(v, 1 / c) for v in arms.values()), chance=1 / c,
                     failure=None if above_chance(control, 1 / c) else
                     f"the positive control is at chance ({control_text})",
-                    facts={"c": c, "control": control_text, "cosine": cosine, "sizing": _sizing(ret)})
+                    facts={"c": c, "steps": ret["steps"], "control": control_text, "positions": positions,
+                           "cosine": cosine, "curve": _curve(ret), "b_top1": statistics.fmean(arms[b])})
+
+
+def single_position_retrieval(results: dict) -> Evidence:
+    """The paper's embeddings (one position of the final hidden states) beside the mean-pooled
+    states of the same trained models, for the row that says how they fare at this size."""
+    ret = results["retrieval"]
+    c = ret["candidates"][0]
+    top1 = {name: _model_top1(ret, name, c) for name in ("mixer_trained", "transformer_trained", *POOLED.values())}
+    at_chance = [name for name in ("mixer_trained", "transformer_trained") if not above_chance(top1[name], 1 / c)]
+    return Evidence(facts={"c": c, "steps": ret["steps"], "n_train": ret["n_train"], "chance": 1 / c,
+                           "seeds": len(ret["seeds"]), **{name: _top1(v) for name, v in top1.items()},
+                           "at_chance": " and ".join(at_chance) or "neither", "curve": _curve(ret)})
 
 
 def infonce_speedup(results: dict) -> Evidence:
     """Embeddings per second (extraction + training) over InfoNCE texts per second, per seed, in
     orders of magnitude above two."""
     ret = results["retrieval"]
-    c = max(ret["candidates"])
+    c = max(ret["throughput"]["candidates"])
     speedups = [run[f"speedup_c{c}"] for run in ret["infonce"]["seeds"].values()]
     return Evidence(arms={"speedup": speedups}, difference=[math.log10(s) - 2 for s in speedups], facts={"c": c})
 
@@ -356,5 +379,4 @@ def clm_scale(results: dict) -> Evidence:
                            "minutes": sum(seed["train_seconds"] for seed in runs) / 60, "head_width": d // 4,
                            "head_widths": ", ".join(str(d // h) for h in (2, 4, 8)),
                            "ahead": "Llama" if llama < mixer else "mixer", "gap": abs(mixer - llama),
-                           **{f"loss_{name}": loss(name) for name in models},
-                           "sizing": _sizing(results["retrieval"])})
+                           **{f"loss_{name}": loss(name) for name in models}})

@@ -87,13 +87,14 @@ def retrieval(ret: dict) -> str:
             ranked = spread(ranking_top1(ret, name, cs[0], ranking))
             cells.append(f"{ranked['mean']:.3f} ± {ranked['std']:.3f}")
         lines.append(f"| {name} | {src['model']} | {src['weights']} | {embedding} | " + " | ".join(cells) + " |")
-    if sizing := ret.get("sizing"):
-        lines += ["", f"Sizing curve (seed {sizing['seed']}, c = {sizing['c']}, {sizing['n_train']} training pairs), "
-                      "top-1 by training steps:", ""]
-        steps = sorted(next(iter(sizing["curves"].values())), key=int)
-        lines += ["| source | " + " | ".join(f"{s} steps" for s in steps) + " |", "|---|" + "---|" * len(steps)]
-        for name, curve in sizing["curves"].items():
-            lines.append(f"| {name} | " + " | ".join(f"{curve[s]['test_top1']:.3f}" for s in steps) + " |")
+    steps = sorted(next(iter(next(iter(ret["sources"].values()))["seeds"].values()))[f"c{cs[0]}"]["top1_curve"],
+                   key=int)
+    lines += ["", f"Learning curve of the retrieval model, c = {cs[0]}, {ret['n_train']} training pairs, top-1 by "
+                  "training step (mean over seeds; the same candidate sets at every step):", "",
+              "| source | " + " | ".join(f"{s} steps" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for name, src in ret["sources"].items():
+        curves = [run[f"c{cs[0]}"]["top1_curve"] for run in src["seeds"].values()]
+        lines.append(f"| {name} | " + " | ".join(f"{statistics.fmean(c[s] for c in curves):.3f}" for s in steps) + " |")
     info = ret["infonce"]
     runs, c = list(info["seeds"].values()), cs[0]
     cosine = spread([run[f"c{c}_cosine_top1"] for run in runs])
@@ -104,7 +105,10 @@ def retrieval(ret: dict) -> str:
                   f"{cosine['std']:.3f} after, {before['mean']:.3f} ± {before['std']:.3f} before; final training "
                   f"loss {final['mean']:.3f} ± {final['std']:.3f} (chance ln {info['batch_size']} = "
                   f"{math.log(info['batch_size']):.3f}), peak {max(run['max_loss'] for run in runs):.2f}; "
-                  f"{statistics.fmean(run['texts_per_s'] for run in runs):.1f} texts/s."]
+                  f"{statistics.fmean(run['texts_per_s'] for run in runs):.1f} texts/s; the embedding route "
+                  f"({ret['throughput']['steps']} timed steps on {ret['throughput']['n_train']} pairs, embedding "
+                  "included) " + ", ".join(f"{statistics.fmean(run[f'speedup_c{c}'] for run in runs):.0f}x as many "
+                                           f"embeddings/s at c = {c}" for c in ret["throughput"]["candidates"]) + "."]
     return "\n".join(lines)
 
 

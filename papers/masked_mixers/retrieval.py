@@ -2,13 +2,13 @@
 InfoNCE baseline of "Masked Mixers II".
 
 1. Embeddings. Every story and every summary is right-padded to the window and run through a
-   frozen model; its embedding is the hidden vector at one position: the second-to-last for
-   masked mixers (the last output is never trained), the last for transformers (after the final
-   norm, as Hugging Face's last hidden state). Each source's `position` can be either. A source
-   with `pooling: mean` averages the hidden vectors over the text's tokens instead (padding
-   excluded): the positive control, features that do carry the match, through the same
-   retrieval model. The pairs are the summaries stage's (`summaries.py`): the first n_train
-   stories of train and n_test of validation, each with its summary as the query.
+   frozen model. A source with `pooling: mean` averages the final hidden vectors over the text's
+   tokens (padding excluded); at this size these are the embeddings that carry the match, and the
+   ones the claims are judged on. A source with `pooling: position` takes the hidden vector at one
+   position, the paper's choice: the second-to-last for masked mixers (the last output is never
+   trained), the last for transformers (after the final norm, as Hugging Face's last hidden
+   state). The pairs are the summaries stage's (`summaries.py`): the first n_train stories of
+   train and n_test of validation, each with its summary as the query.
 2. Sampling (Algorithm 1). A training example is the query's embedding followed by c candidate
    story embeddings: c - 1 distinct stories other than the query's own, and the matching story
    at a uniformly drawn slot, whose index is the label. Negatives are drawn afresh every time.
@@ -17,12 +17,15 @@ InfoNCE baseline of "Masked Mixers II".
    into the loss (the v1 code's extra softmax before the cross-entropy is not reproduced).
 4. Reported per embedding source, c and seed (each seed embeds with the language models that seed
    trained, and seeds the retrieval model and the candidate draws): train loss, test loss and
-   top-1 accuracy on the test pairs with freshly drawn candidates, and the throughput of
-   embedding + training, in examples per second and in embeddings per second (c + 1 per example,
-   the blog's count), and the top-1 of ranking the candidates by cosine similarity, L1 or L2
-   distance alone (no retrieval model): whether the embeddings carry the match at all. Seeds run in parallel worker
-   processes, one torch thread each.
-5. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
+   top-1 accuracy on the test pairs, also at the `curve_steps` of the run (the learning curve; every
+   point scores the same candidate sets), and the top-1 of ranking the candidates by cosine
+   similarity, L1 or L2 distance alone (no retrieval model): whether the embeddings carry the
+   match at all. Each (seed, source) pair runs as a job of its own in parallel worker processes, one
+   torch thread each.
+5. Throughput (`throughput`): a short timed run of the retrieval model on the InfoNCE source's
+   embeddings of the first `n_train` pairs, per c, in examples per second and in embeddings per
+   second (c + 1 per example, the blog's count), embedding included.
+6. InfoNCE: the language model itself is tuned so that the cosine similarity of a summary with
    its story beats the other stories of the batch (temperature `tau`); its throughput in texts
    per second (two per pair) is compared with the embedding route's embeddings per second, and
    its top-1 accuracy is measured on the same candidate sets by cosine similarity (the source's
@@ -30,9 +33,6 @@ InfoNCE baseline of "Masked Mixers II".
    batch: the loss does not fall below chance (log of the batch size) and then blows up. The
    training loss curve (means over `curve_points` windows), its maximum and whether it stayed
    finite are reported for that claim.
-6. Sizing (`sizing`): at the first seed and c, the retrieval model trained for several step counts
-   on more pairs, for the positive control and the single-position sources: the budget at which
-   the control leaves chance, and where the others stand at that budget.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from common.stages import stage_cli
 
 # Declared before the other imports, so that `--help` answers without loading torch and Lightning.
 # ruff: noqa: E402
-CLI = stage_cli(__name__, __doc__, "summaries", "tokenizer", "clm-dir", "ae-dir", "out")
+CLI = stage_cli(__name__, __doc__, "summaries", "tokenizer", "clm-dir", "out")
 
 import logging
 import math
@@ -64,7 +64,7 @@ from common.io import write_json
 from common.models.lm import LanguageModel
 from common.parallel import run_jobs
 from common.training.optim import OptimConfig, build_optimizer
-from papers.masked_mixers.models import Autoencoder, build_model, hidden_states
+from papers.masked_mixers.models import build_model, hidden_states
 from papers.masked_mixers.shared import load_paper_stage
 from papers.masked_mixers.train import load_weights, run_dir_of
 
@@ -93,12 +93,9 @@ def embed_texts(model: nn.Module, ids: torch.Tensor, position: int, pooling: Poo
 def sequence_embedding(model: nn.Module, ids: torch.Tensor, position: int, pooling: Pooling = "position",
                        pad_id: int | None = None) -> torch.Tensor:
     """The hidden vector at `position`, or (`mean`) the mean over the positions whose id is not `pad_id`."""
-    if isinstance(model, Autoencoder):
-        states = hidden_states(model.encoder, model.encoder.embed(ids))
-    elif isinstance(model, LanguageModel):
-        states = hidden_states(model, model.embed(ids), final_norm=True)
-    else:
-        raise ConfigError(f"retrieval embeddings: {type(model).__name__} is not a language model or autoencoder")
+    if not isinstance(model, LanguageModel):
+        raise ConfigError(f"retrieval embeddings: {type(model).__name__} is not a language model")
+    states = hidden_states(model, model.embed(ids), final_norm=True)
     if pooling == "position":
         return states[:, position]
     mask = (ids != pad_id).to(states.dtype)[..., None]
@@ -161,6 +158,7 @@ class RetrievalTraining:
     steps: int = bounded(300, ge=1)
     batch_size: int = bounded(64, ge=1)
     eval_batches: int = bounded(8, ge=1)
+    curve_steps: list[int] = field(default_factory=list)  # steps before the last at which test top-1 is also read
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3, weight_decay=0.0, warmup_steps=20))
 
 
@@ -192,9 +190,16 @@ def train_retrieval(train_q, train_t, test_q, test_t, c: int, cfg: RetrievalTrai
     device = compute_device()
     model = RetrievalMixer(train_q.shape[1], c + 1, cfg.depth).to(device)
     optimizer, scheduler = build_optimizer(model, cfg.optim, cfg.steps)
-    losses = []
+
+    def evaluate() -> tuple[float, float]:
+        # A generator of its own: every point of the curve scores the same candidate sets, and
+        # scoring draws nothing from the training stream.
+        return evaluate_retrieval(model, test_q, test_t, c, cfg.eval_batches, cfg.batch_size,
+                                  torch.Generator().manual_seed(seed))
+
+    losses, curve, eval_seconds = [], {}, 0.0
     start = time.perf_counter()
-    for _ in range(cfg.steps):
+    for step in range(1, cfg.steps + 1):
         indices = torch.randint(len(train_q), (cfg.batch_size,), generator=generator)
         x, labels = (t.to(device) for t in make_batch(train_q, train_t, indices, c, generator))
         loss = F.cross_entropy(model(x), labels)
@@ -203,11 +208,18 @@ def train_retrieval(train_q, train_t, test_q, test_t, c: int, cfg: RetrievalTrai
         optimizer.step()
         scheduler.step()
         losses.append(loss.item())
-    seconds = time.perf_counter() - start
-    test_loss, test_top1 = evaluate_retrieval(model, test_q, test_t, c, cfg.eval_batches, cfg.batch_size, generator)
+        if step in cfg.curve_steps and step < cfg.steps:
+            eval_start = time.perf_counter()
+            curve[str(step)] = round(evaluate()[1], 4)
+            eval_seconds += time.perf_counter() - eval_start
+    seconds = time.perf_counter() - start - eval_seconds
+    test_loss, test_top1 = evaluate()
+    curve[str(cfg.steps)] = round(test_top1, 4)
     tail = losses[-max(1, cfg.steps // 10):]
     return {"train_loss": round(sum(tail) / len(tail), 4), "test_loss": round(test_loss, 4),
-            "test_top1": round(test_top1, 4), "chance_top1": round(1 / c, 4), "train_seconds": round(seconds, 2),
+            "test_top1": round(test_top1, 4), "top1_curve": curve,
+            "queries_scored": min(len(test_q), cfg.eval_batches * cfg.batch_size), "chance_top1": round(1 / c, 4),
+            "train_seconds": round(seconds, 2),
             "train_examples_per_s": round(cfg.steps * cfg.batch_size / seconds, 1),
             "train_embeddings_per_s": round(cfg.steps * cfg.batch_size * (c + 1) / seconds, 1)}
 
@@ -275,35 +287,33 @@ def ranking_top1(queries, targets, c: int, n: int, generator: torch.Generator) -
 
 @dataclass
 class SourceSpec:
-    model: str = "mixer_flat"
-    weights: Literal["clm", "autoencoder", "untrained"] = "clm"
+    model: str = "mixer_flat"  # a causal language model of the `models` section
+    weights: Literal["clm", "untrained"] = "clm"
     position: int = -2
     pooling: Pooling = "position"  # mean: over the text's tokens, `position` unused
 
 
 @dataclass
-class RetrievalSizing:
-    """A learning curve of the retrieval model on more pairs, at the first seed and the first c:
-    how many steps the positive control needs to leave chance, and whether the single-position
-    sources leave it at that budget. One run per source and step count."""
-    n_train: int = bounded(10000, ge=2)
-    steps: list[int] = field(default_factory=lambda: [1000, 3000, 10000])
-    lr: float = bounded(1e-3, gt=0)  # the peak rate; the rest of `training` as the main runs'
-    sources: list[str] = field(default_factory=lambda: ["mixer_trained_mean", "mixer_trained", "transformer_trained"])
+class Throughput:
+    """A short timed run of the retrieval model per c, on the InfoNCE source's embeddings of the
+    first `n_train` pairs, for the comparison with InfoNCE: its rates, embedding included."""
+    n_train: int = bounded(2000, ge=2)
+    steps: int = bounded(300, ge=1)
+    candidates: list[int] = field(default_factory=lambda: [32, 128])
 
 
 @dataclass
 class RetrievalConfig:
-    seeds: list[int] = seeds_field(0)  # the clm and autoencoder runs of each seed
+    seeds: list[int] = seeds_field(0)  # the clm runs of each seed
     workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     n_train: int = bounded(2000, ge=2)
     n_test: int = bounded(200, ge=2)
     candidates: list[int] = field(default_factory=lambda: [32, 128])
     sources: dict[str, SourceSpec] = field(default_factory=dict)
     training: RetrievalTraining = field(default_factory=RetrievalTraining)
+    throughput: Throughput = field(default_factory=Throughput)
     infonce: InfoNCEConfig = field(default_factory=InfoNCEConfig)
     infonce_source: str = "mixer_trained"
-    sizing: RetrievalSizing | None = None
     threads: int | None = bounded(None, ge=1)
 
     def check(self) -> None:
@@ -316,16 +326,14 @@ class RetrievalConfig:
         for c in self.candidates:
             if c < 2 or c > min(self.n_train, self.n_test):
                 raise ConfigError(f"candidates: {c} must be within 2..min(n_train, n_test)")
-        if self.sizing is not None:
-            unknown = [name for name in self.sizing.sources if name not in self.sources]
-            if unknown:
-                raise ConfigError(f"sizing.sources: {unknown[0]!r} is not a source; have {', '.join(self.sources)}")
-            if not self.sizing.steps or any(n < 1 for n in self.sizing.steps):
-                raise ConfigError(f"sizing.steps: list positive step counts, got {self.sizing.steps}")
-
-    def pairs_needed(self) -> int:
-        """Training pairs the stage reads: the main runs' and the sizing curve's."""
-        return max(self.n_train, self.sizing.n_train if self.sizing else 0)
+        if self.throughput.n_train > self.n_train:
+            raise ConfigError(f"throughput.n_train: {self.throughput.n_train} must be at most n_train "
+                              f"({self.n_train})")
+        for c in self.throughput.candidates:
+            if c < 2 or c > min(self.throughput.n_train, self.n_test):
+                raise ConfigError(f"throughput.candidates: {c} must be within 2..min(throughput.n_train, n_test)")
+        if any(n < 1 for n in self.training.curve_steps):
+            raise ConfigError(f"training.curve_steps: list positive step counts, got {self.training.curve_steps}")
 
 
 def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -343,53 +351,68 @@ def load_pairs(path: Path, cfg: RetrievalConfig) -> datasets.DatasetDict:
     """The summaries stage's (story, summary) pairs, with at least n_train and n_test per split."""
     pairs = load_dataset_dir(path, splits=("train", "validation"), columns=("text", "summary"),
                              hint="run `dvc repro papers/masked_mixers/dvc.yaml:summaries` first")
-    for split, key, needed in (("train", "n_train", cfg.pairs_needed()), ("validation", "n_test", cfg.n_test)):
+    for split, key in (("train", "n_train"), ("validation", "n_test")):
+        needed = getattr(cfg, key)
         if len(pairs[split]) < needed:
             raise DataError(f"{path}: {split} has {len(pairs[split])} summaries, fewer than the {needed} retrieval "
-                            f"reads (n_train, sizing.n_train, n_test); raise summaries.{key} to at least that")
+                            f"reads ({key}); raise summaries.{key} to at least that")
     return pairs
 
 
-def load_source(spec: SourceSpec, sizes, vocab: int, clm_dir: Path, ae_dir: Path, seed: int) -> nn.Module:
+def load_source(name: str, spec: SourceSpec, sizes, vocab: int, clm_dir: Path, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     model = build_model(sizes.spec(spec.model), sizes, vocab)
+    if not isinstance(model, LanguageModel):
+        raise ConfigError(f"retrieval.sources.{name}.model: {spec.model!r} is not a causal language model")
     if spec.weights == "clm":
         load_weights(model, run_dir_of(clm_dir, spec.model, seed))
-    elif spec.weights == "autoencoder":
-        load_weights(model, run_dir_of(ae_dir, spec.model, seed))
     return model
 
 
-def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, ids: dict[str, torch.Tensor],
-             clm_dir: Path, ae_dir: Path) -> dict:
-    """Every source's retrieval results and InfoNCE for one seed's language models."""
-    n_texts = sum(len(x) for x in ids.values())
-    sources = {}
-    for name, spec in cfg.sources.items():
-        model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
-        start = time.perf_counter()
-        train_q, train_t, test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id)
-                                            for k in ("train_q", "train_t", "test_q", "test_t"))
-        embed_seconds = time.perf_counter() - start
-        row = {"embed_seconds": round(embed_seconds, 2), "texts_embedded": n_texts}
-        # Parameter-free checks that the embeddings carry the match at all: ranking by similarity.
-        generator = torch.Generator().manual_seed(seed)
-        ranked = ranking_top1(test_q, test_t, cfg.candidates[0], cfg.n_test, generator)
-        row.update({f"c{cfg.candidates[0]}_{name}_top1": round(top1, 4) for name, top1 in ranked.items()})
-        for c in cfg.candidates:
-            result = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, seed)
-            examples = cfg.training.steps * cfg.training.batch_size
-            seconds = embed_seconds + result["train_seconds"]
-            result["examples_per_s_with_embedding"] = round(examples / seconds, 1)
-            # The blog's count: every embedding an example holds (the query and its c candidates).
-            result["embeddings_per_s_with_embedding"] = round(examples * (c + 1) / seconds, 1)
-            row[f"c{c}"] = result
-            log.info("seed %d %-22s c=%-4d %s", seed, name, c, result)
-        sources[name] = row
+def retrieval_rates(result: dict, c: int, embed_seconds: float, steps: int, batch_size: int) -> dict:
+    """Examples and embeddings (c + 1 per example, the blog's count) per second, embedding included."""
+    examples, seconds = steps * batch_size, embed_seconds + result["train_seconds"]
+    return {"examples_per_s_with_embedding": round(examples / seconds, 1),
+            "embeddings_per_s_with_embedding": round(examples * (c + 1) / seconds, 1)}
 
-    # InfoNCE on the same pairs, starting from the same language model as one embedding source.
-    spec = cfg.sources[cfg.infonce_source]
-    model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
+
+def retrieve(seed: int, name: str, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int,
+             ids: dict[str, torch.Tensor], clm_dir: Path) -> dict:
+    """One source's retrieval results for one seed's language model: the rankings and the trained
+    retrieval model at every c."""
+    spec = cfg.sources[name]
+    model = load_source(name, spec, sizes, vocab, clm_dir, seed)
+    start = time.perf_counter()
+    train_q, train_t, test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id)
+                                        for k in ("train_q", "train_t", "test_q", "test_t"))
+    row = {"embed_seconds": round(time.perf_counter() - start, 2)}
+    # Parameter-free checks that the embeddings carry the match at all: ranking by similarity.
+    generator = torch.Generator().manual_seed(seed)
+    ranked = ranking_top1(test_q, test_t, cfg.candidates[0], cfg.n_test, generator)
+    row.update({f"c{cfg.candidates[0]}_{ranking}_top1": round(top1, 4) for ranking, top1 in ranked.items()})
+    for c in cfg.candidates:
+        row[f"c{c}"] = train_retrieval(train_q, train_t, test_q, test_t, c, cfg.training, seed)
+        log.info("seed %d %-24s c=%-4d %s", seed, name, c, row[f"c{c}"])
+    return row
+
+
+def against_infonce(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, ids: dict[str, torch.Tensor],
+                    clm_dir: Path) -> dict:
+    """The embedding route timed as the blog times it, and InfoNCE from the same language model."""
+    spec, n = cfg.sources[cfg.infonce_source], cfg.throughput.n_train
+    model = load_source(cfg.infonce_source, spec, sizes, vocab, clm_dir, seed)
+    start = time.perf_counter()
+    train_q, train_t, test_q, test_t = (embed_texts(model, x, spec.position, spec.pooling, pad_id) for x in
+                                        (ids["train_q"][:n], ids["train_t"][:n], ids["test_q"], ids["test_t"]))
+    embed_seconds = time.perf_counter() - start
+    timed = replace(cfg.training, steps=cfg.throughput.steps, curve_steps=[])
+    throughput = {"embed_seconds": round(embed_seconds, 2), "texts_embedded": 2 * (n + len(test_q))}
+    for c in cfg.throughput.candidates:
+        result = train_retrieval(train_q, train_t, test_q, test_t, c, timed, seed)
+        throughput[f"c{c}"] = {**{k: result[k] for k in ("train_seconds", "train_examples_per_s",
+                                                          "train_embeddings_per_s")},
+                               **retrieval_rates(result, c, embed_seconds, timed.steps, timed.batch_size)}
+
     infonce = train_infonce(model, ids["train_q"], ids["train_t"], spec.position, cfg.infonce, seed, spec.pooling,
                             pad_id)
     generator = torch.Generator().manual_seed(seed)
@@ -398,30 +421,17 @@ def run_seed(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int, id
     infonce[f"c{c}_cosine_top1"] = round(ranking_top1(test_q, test_t, c, cfg.n_test, generator)["cosine"], 4)
     # The blog counts InfoNCE samples as pairs (640/s); counting both texts of a pair, as here,
     # doubles InfoNCE's figure and halves every ratio below.
-    for c in cfg.candidates:
-        ours = sources[cfg.infonce_source][f"c{c}"]
+    for c in cfg.throughput.candidates:
+        ours = throughput[f"c{c}"]
         infonce[f"speedup_c{c}"] = round(ours["embeddings_per_s_with_embedding"] / infonce["texts_per_s"], 1)
         infonce[f"speedup_training_only_c{c}"] = round(ours["train_embeddings_per_s"] / infonce["texts_per_s"], 1)
     log.info("seed %d InfoNCE %s", seed, infonce)
-    return {"sources": sources, "infonce": infonce}
+    return {"throughput": throughput, "infonce": infonce}
 
 
-def size_source(name: str, spec: SourceSpec, cfg: RetrievalConfig, sizes, vocab: int, pad_id: int,
-                ids: dict[str, torch.Tensor], clm_dir: Path, ae_dir: Path) -> dict[str, dict]:
-    """One source's sizing curve: the retrieval model trained for each of `sizing.steps`."""
-    seed, c = cfg.seeds[0], cfg.candidates[0]
-    model = load_source(spec, sizes, vocab, clm_dir, ae_dir, seed)
-    train_q, train_t, test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id)
-                                        for k in ("sizing_q", "sizing_t", "test_q", "test_t"))
-    scored = min(len(test_q), cfg.training.eval_batches * cfg.training.batch_size)  # queries evaluated
-    curve = {}
-    for steps in cfg.sizing.steps:
-        training = replace(cfg.training, steps=steps, optim=replace(cfg.training.optim, lr=cfg.sizing.lr))
-        result = train_retrieval(train_q, train_t, test_q, test_t, c, training, seed)
-        curve[str(steps)] = {**{k: result[k] for k in ("train_loss", "test_loss", "test_top1", "train_seconds")},
-                             "queries_scored": scored}
-        log.info("sizing %-22s %6d steps: %s", name, steps, curve[str(steps)])
-    return curve
+def run_job(kind: str, **job) -> dict:
+    """One worker job: a source of a seed (`retrieve`), or a seed's comparison with InfoNCE."""
+    return retrieve(**job) if kind == "source" else against_infonce(**job)
 
 
 @exit_on_user_error
@@ -434,33 +444,32 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(cfg.threads)
     ids = dict(zip(("train_q", "train_t"), tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)))
     ids.update(zip(("test_q", "test_t"), tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)))
-    if cfg.sizing is not None:
-        sizing_ids = tokenize_pairs(pairs["train"], tokenizer, cfg.sizing.n_train, sizes.n_ctx)
-    for spec in cfg.sources.values():  # every source's weights exist before any worker starts
+    for name, spec in cfg.sources.items():  # every source's weights exist before any worker starts
         for seed in cfg.seeds:
-            load_source(spec, sizes, len(tokenizer), args.clm_dir, args.ae_dir, seed)
+            load_source(name, spec, sizes, len(tokenizer), args.clm_dir, seed)
 
+    # Every (seed, source) pair is a job of its own, so the workers stay busy to the end.
     inputs = dict(cfg=cfg, sizes=sizes, vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, clm_dir=args.clm_dir,
-                  ae_dir=args.ae_dir)
-    per_seed = dict(zip(map(str, cfg.seeds), run_jobs(run_seed, [dict(seed=seed, ids=ids, **inputs)
-                                                                 for seed in cfg.seeds], cfg.workers)))
-    sizing = None
-    if cfg.sizing is not None:
-        sizing_jobs = [dict(name=name, spec=cfg.sources[name], ids={**ids, "sizing_q": sizing_ids[0],
-                                                                    "sizing_t": sizing_ids[1]}, **inputs)
-                       for name in cfg.sizing.sources]
-        curves = run_jobs(size_source, sizing_jobs, cfg.workers)
-        sizing = {"seed": cfg.seeds[0], "c": cfg.candidates[0], "n_train": len(sizing_ids[0]),
-                  "n_test": len(ids["test_q"]), "curves": dict(zip(cfg.sizing.sources, curves))}
+                  ids=ids)
+    jobs = [dict(kind="source", seed=seed, name=name, **inputs) for seed in cfg.seeds for name in cfg.sources]
+    jobs += [dict(kind="infonce", seed=seed, **inputs) for seed in cfg.seeds]
+    steps = cfg.training.steps * len(cfg.candidates)
+    cost = {"source": steps, "infonce": cfg.throughput.steps * len(cfg.throughput.candidates) + cfg.infonce.steps}
+    done = iter(run_jobs(run_job, jobs, cfg.workers, cost=lambda job: cost[job["kind"]]))
+    rows = {(str(seed), name): next(done) for seed in cfg.seeds for name in cfg.sources}
+    compared = {str(seed): next(done) for seed in cfg.seeds}
     sources = {name: {"model": spec.model, "weights": spec.weights, "pooling": spec.pooling,
                       "position": spec.position if spec.pooling == "position" else None,
-                      "seeds": {seed: out["sources"][name] for seed, out in per_seed.items()}}
+                      "seeds": {str(seed): rows[str(seed), name] for seed in cfg.seeds}}
                for name, spec in cfg.sources.items()}
+    throughput = {"source": cfg.infonce_source, "n_train": cfg.throughput.n_train, "steps": cfg.throughput.steps,
+                  "candidates": cfg.throughput.candidates,
+                  "seeds": {seed: out["throughput"] for seed, out in compared.items()}}
     infonce = {"source": cfg.infonce_source, "steps": cfg.infonce.steps, "batch_size": cfg.infonce.batch_size,
-               "tau": cfg.infonce.tau, "seeds": {seed: out["infonce"] for seed, out in per_seed.items()}}
+               "tau": cfg.infonce.tau, "seeds": {seed: out["infonce"] for seed, out in compared.items()}}
     write_json(args.out, {"profile": profile, "n_train": len(ids["train_q"]), "n_test": len(ids["test_q"]),
-                          "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "seeds": cfg.seeds,
-                          "sources": sources, "infonce": infonce, "sizing": sizing})
+                          "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "steps": cfg.training.steps,
+                          "sources": sources, "throughput": throughput, "infonce": infonce, "seeds": cfg.seeds})
 
 
 if __name__ == "__main__":
