@@ -84,16 +84,19 @@ def test_retrieval_mixer_is_bidirectional_over_candidates():
     assert (grad[0].abs().sum(-1) > 0).all(), "the first candidate's score must read the query and every candidate"
 
 
+def _noisy_copies(n: int = 200, n_test: int = 64, d: int = 8) -> tuple[torch.Tensor, ...]:
+    """Train and test pairs whose targets are their queries plus a little noise: an easy match."""
+    torch.manual_seed(0)
+    queries, test_q = torch.randn(n, d), torch.randn(n_test, d)
+    return queries, queries + 0.05 * torch.randn(n, d), test_q, test_q + 0.05 * torch.randn(n_test, d)
+
+
 def test_retrieval_training_learns_an_easy_task_and_uses_plain_cross_entropy():
     """Targets equal their queries plus a little noise: the model must find the match. With a second
     softmax before the cross-entropy the scores would lie in [0, 1], and the loss could never fall
     below log(e + c - 1) - 1 (the right candidate at 1, the others at 0); ours must go below it."""
-    torch.manual_seed(0)
-    n, d, c = 200, 8, 8
-    queries = torch.randn(n, d)
-    targets = queries + 0.05 * torch.randn(n, d)
-    test_q = torch.randn(64, d)
-    test_t = test_q + 0.05 * torch.randn(64, d)
+    queries, targets, test_q, test_t = _noisy_copies()
+    c = 8
     cfg = RetrievalTraining(depth=2, steps=300, batch_size=32, eval_batches=2)
     cfg.optim.lr = 1e-2
     result = train_retrieval(queries, targets, test_q, test_t, c, cfg, seed=0)
@@ -104,12 +107,8 @@ def test_retrieval_training_learns_an_easy_task_and_uses_plain_cross_entropy():
 def test_the_learning_curve_reads_the_run_without_changing_it():
     """Scoring at `curve_steps` draws from a generator of its own: the run ends exactly where a run
     without a curve ends, and the curve's last point is the final score."""
-    torch.manual_seed(0)
-    n, d, c = 200, 8, 8
-    queries = torch.randn(n, d)
-    targets = queries + 0.05 * torch.randn(n, d)
-    test_q = torch.randn(64, d)
-    test_t = test_q + 0.05 * torch.randn(64, d)
+    queries, targets, test_q, test_t = _noisy_copies()
+    c = 8
     plain = RetrievalTraining(depth=1, steps=60, batch_size=16, eval_batches=2)
     plain.optim.lr = 1e-2
     with_curve = RetrievalTraining(depth=1, steps=60, batch_size=16, eval_batches=2, curve_steps=[20, 40, 60, 90],

@@ -186,6 +186,13 @@ def test_a_finished_run_is_loaded_not_trained_again(tmp_path, caplog):
     assert _same_weights(again, _run(TASK, tmp_path / "fresh"))
 
 
+def test_a_loaded_run_scores_as_the_run_it_loads(tmp_path):
+    """Callers score the module on the data module's loaders after `run_training`: a loaded run's
+    data module is set up as a fitted one's, so its scores are the trained run's."""
+    first = train_on_mad(MODEL_B, TASK, TRAINER, tmp_path, OPTIM, batch_size=8, seed=1)
+    assert train_on_mad(MODEL_B, TASK, TRAINER, tmp_path, OPTIM, batch_size=8, seed=1) == first
+
+
 @pytest.mark.parametrize("change", ["weights flipped", "weights missing", "metrics missing", "other config",
                                     "own callback"])
 def test_a_finished_run_trains_again_when_anything_fails_to_match(tmp_path, caplog, change):

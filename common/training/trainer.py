@@ -286,6 +286,9 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     # As it will read back from run_state.json (tuples become lists), or it would never match.
     key = json.loads(json.dumps(key, default=str))
     if not callbacks and (steps := _reuse_complete_run(module, metrics, run_dir, key)) is not None:
+        # As fit would have left it: callers score the trained module on the data module's loaders.
+        datamodule.prepare_data()
+        datamodule.setup("fit")
         return TrainingRun(module, trainer, metrics, reused_steps=steps)
     _fit(trainer, module, datamodule, run_dir, key, made)
     _release_training_state(trainer, module)
