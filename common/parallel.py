@@ -69,7 +69,13 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
             futures = [pool.submit(fn, **jobs[i]) for i in order]
             for future in futures:
                 future.add_done_callback(progress.job_done)
-            done = [future.result() for future in futures]
+            try:
+                done = [future.result() for future in futures]
+            except BaseException:
+                # Ctrl-C (which reaches the workers too) or a failed job: the jobs not yet started
+                # never start, or the pool would train every one of them before the stage stops.
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     results: list[T] = [None] * len(jobs)  # type: ignore[list-item]
     for i, result in zip(order, done):
         results[i] = result

@@ -57,6 +57,25 @@ def test_the_costliest_jobs_start_first_and_results_keep_job_order(tmp_path):
     assert (tmp_path / "started").read_text().split() == ["b", "d", "c", "a"]  # ties keep job order
 
 
+def fail_first(index: int, marks: str) -> int:
+    """Job 0 fails at once; the others leave a mark and take a while (module level, for the workers)."""
+    import time
+    from pathlib import Path
+
+    if index == 0:
+        raise RuntimeError("job 0 failed")
+    Path(marks, str(index)).touch()
+    time.sleep(1.0)
+    return index
+
+
+def test_a_failed_job_stops_the_jobs_not_yet_started(tmp_path):
+    """As Ctrl-C does in a worker: the stage stops after the jobs already running, not after all."""
+    with pytest.raises(RuntimeError, match="job 0 failed"):
+        run_jobs(fail_first, [{"index": i, "marks": str(tmp_path)} for i in range(12)], workers=2)
+    assert len(list(tmp_path.iterdir())) < 6
+
+
 def test_workers_report_every_step_to_one_bar_in_the_caller(tmp_path, caplog):
     """Runs in workers draw no bars of their own (they would overwrite one another); the caller counts
     the steps all of them trained: 4 jobs of 5 steps."""
