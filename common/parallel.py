@@ -72,9 +72,13 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
             try:
                 done = [future.result() for future in futures]
             except BaseException:
-                # Ctrl-C (which reaches the workers too) or a failed job: the jobs not yet started
-                # never start, or the pool would train every one of them before the stage stops.
-                pool.shutdown(wait=True, cancel_futures=True)
+                # Ctrl-C (which reaches the workers too) or a failed job: stop now. Left to itself the
+                # pool would run every job already handed to it first. A run stopped here resumes
+                # from its last checkpoint next time.
+                processes = list(pool._processes.values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in processes:
+                    process.terminate()
                 raise
     results: list[T] = [None] * len(jobs)  # type: ignore[list-item]
     for i, result in zip(order, done):

@@ -65,15 +65,18 @@ def fail_first(index: int, marks: str) -> int:
     if index == 0:
         raise RuntimeError("job 0 failed")
     Path(marks, str(index)).touch()
-    time.sleep(1.0)
+    time.sleep(60.0)
     return index
 
 
-def test_a_failed_job_stops_the_jobs_not_yet_started(tmp_path):
-    """As Ctrl-C does in a worker: the stage stops after the jobs already running, not after all."""
+def test_a_failed_job_stops_every_other_job_at_once(tmp_path):
+    """As Ctrl-C does in a worker: the stage stops now, not after the jobs running or queued."""
+    import time
+
+    start = time.monotonic()
     with pytest.raises(RuntimeError, match="job 0 failed"):
         run_jobs(fail_first, [{"index": i, "marks": str(tmp_path)} for i in range(12)], workers=2)
-    assert len(list(tmp_path.iterdir())) < 6
+    assert time.monotonic() - start < 45 and len(list(tmp_path.iterdir())) <= 2
 
 
 def test_workers_report_every_step_to_one_bar_in_the_caller(tmp_path, caplog):
