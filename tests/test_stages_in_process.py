@@ -1,7 +1,7 @@
 """Every stage of every pipeline runs at the smoke profile: each stage's `main` is called in this
 process, in dependency order, with its `dvc.yaml` arguments, in a throwaway copy of the checkout.
 
-This is `make test`'s check that the stage code runs end to end. A stage run by DVC is a new process
+This is `make test-pipeline`'s check that the stage code runs end to end. A stage run by DVC is a new process
 that spends about 10 s importing torch and Lightning before its first step (and as much again in
 each worker process); here they are imported once, and every stage runs its jobs in this process
 (`workers: 1`). The DVC runs of the paper pipelines, with their checks on the results, are the
@@ -10,7 +10,11 @@ each worker process); here they are imported once, and every stage runs its jobs
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,7 @@ import yaml
 from common import parallel
 from tests.conftest import ROOT
 from tests.test_dvc import copy_checkout
+from tests.test_readme_commands import examples
 
 pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
 
@@ -79,3 +84,26 @@ def test_every_stage_of_every_pipeline_runs_and_writes_its_outputs(tmp_path, mon
         assert not missing, f"{label} did not write {missing}"
         ran.append(label)
     assert len(ran) == sum(len(yaml.safe_load((ROOT / p).read_text())["stages"]) for p in PIPELINES)
+
+    run_the_documented_evaluations(repo, tmp_path)
+
+
+EVALUATIONS = ROOT / "docs" / "gpu-and-export.md"
+EVALUATION_MODULES = ("common.eval.lm_eval_cli", "common.models.hf_causal_lm", "lm_eval")
+
+
+def run_the_documented_evaluations(repo: Path, scratch: Path) -> None:
+    """The lm-eval commands of docs/gpu-and-export.md, as written, on the BlackMamba models and story
+    tasks this smoke run made: the `hybrid-lm` model, then the export and lm-eval's own `hf` model (a
+    story line longer than a smoke model's 64 tokens once failed it with a bare AssertionError)."""
+    commands = [e.text for e in examples(EVALUATIONS) if e.language == "bash"
+                and shlex.split(e.text)[:3][-1] in EVALUATION_MODULES]
+    assert len(commands) == 3, commands
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(scratch / "hf_modules")}
+    for command in commands:
+        done = subprocess.run(command, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
+        if "lm_eval" in command:  # the harness's table, with a score for each story task
+            assert all(re.search(rf"\|{task} *\|.*\| *[01]\.\d{{4}}\|", done.stdout)
+                       for task in ("stories_cloze", "stories_next_line")), done.stdout[-2000:]

@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from common.data.stories import BOY_NAMES, GIRL_NAMES
 from common.io import atomic_dir
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 CHOICES = 4
 # The names per gender are equally many; `min` would keep the higher chance if they were not.
@@ -48,7 +53,8 @@ def cloze_item(story: dict) -> dict | None:
     return {"context": text[:at], "target": " " + hero}
 
 
-def next_line_items(stories: list[dict], rng: random.Random) -> list[dict]:
+def next_line_items(stories: list[dict], rng: random.Random, fits: Callable[[str], bool]) -> list[dict]:
+    """One item per story whose drawn line `fits`, with distractors that fit too."""
     lines = [s["text"].split("\n") for s in stories]
     items = []
     for i, story_lines in enumerate(lines):
@@ -56,11 +62,13 @@ def next_line_items(stories: list[dict], rng: random.Random) -> list[dict]:
             continue
         cut = rng.randrange(1, len(story_lines))
         truth = story_lines[cut]
+        if not fits(truth):
+            continue
         choices = [truth]
         for _ in range(50 * CHOICES):  # a few draws suffice; the bound only stops a degenerate corpus
             j = rng.randrange(len(lines))
             k = rng.randrange(len(lines[j]))
-            if j != i and k != cut and lines[j][k] not in choices:
+            if j != i and k != cut and lines[j][k] not in choices and fits(lines[j][k]):
                 choices.append(lines[j][k])
             if len(choices) == CHOICES:
                 break
@@ -86,17 +94,31 @@ def _task_yaml(name: str, data_file: Path, output_type: str) -> dict:
     return config
 
 
-def write_story_tasks(stories: list[dict], out_dir: str | Path, n: int, seed: int) -> list[str]:
+def write_story_tasks(stories: list[dict], out_dir: str | Path, n: int, seed: int,
+                      tokenizer: PreTrainedTokenizerBase | None = None, window: int | None = None) -> list[str]:
     """Write the tasks for up to `n` stories each; returns the task names.
+
+    With `tokenizer` and `window` (the scored models' context length), every continuation (a cloze
+    target, a next line or a distractor) fits in the window beside one token of context: lm-eval's
+    `hf` model refuses a longer continuation, and no model with that window could score it. At
+    `smoke` (64 tokens, a 512-word vocabulary, lines of 85 tokens at the median) it keeps the shorter
+    lines; at `tiny` (256 tokens; the longest line 143) every line fits and the tasks are as without it.
 
     Each task's YAML names its data file under `out_dir` as given: a relative `out_dir` (the stage's)
     gives paths that the harness resolves from its working directory, the repository root, so the
     written tasks do not depend on where the checkout lives."""
+    if (tokenizer is None) != (window is None):
+        raise ValueError("write_story_tasks: give both tokenizer and window, or neither")
+
+    def fits(text: str) -> bool:
+        return window is None or len(tokenizer.encode(text)) < window
+
     rng = random.Random(seed)
     pool = list(stories)
     rng.shuffle(pool)
-    tasks = {"stories_cloze": ([item for s in pool if (item := cloze_item(s))][:n], "loglikelihood"),
-             "stories_next_line": (next_line_items(pool[:4 * n], rng)[:n], "multiple_choice")}
+    cloze = [item for s in pool if (item := cloze_item(s)) and fits(item["target"])]
+    next_line = next_line_items(pool[:4 * n], rng, fits)
+    tasks = {"stories_cloze": (cloze[:n], "loglikelihood"), "stories_next_line": (next_line[:n], "multiple_choice")}
     out_dir = Path(out_dir)
     with atomic_dir(out_dir) as tmp:
         for name, (items, output_type) in tasks.items():

@@ -25,12 +25,14 @@ from common.stages import load_stage, stage_cli
 # ruff: noqa: E402
 CLI = stage_cli(__name__, __doc__, "models", "tokenizer", "stories", "tasks-dir", "out")
 
+import json
 import logging
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from common.config import bounded, seed_field
 from common.data.manifest import load_dataset_dir
@@ -89,8 +91,10 @@ def evaluate_one(model_dir: Path, tokenizer: Path, tasks: list[str], include_pat
     return {"tasks": scores, "mean_acc": statistics.mean(accuracy(t, raw[t]) for t in tasks)}
 
 
-def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path) -> tuple[list[str], Path | None]:
-    """The harness task names, and the directory of local task files (None if all are built in).
+def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path, tokenizer: PreTrainedTokenizerBase,
+                  window: int) -> tuple[list[str], Path | None]:
+    """The harness task names, and the directory of local task files (None if all are built in); the
+    story tasks keep the items whose continuations fit in the models' `window` of tokens.
     The directory is the stage's DVC output, so it is written in every profile: at `paper`, with
     only built-in tasks, it lists them, or DVC would fail the stage after a complete evaluation."""
     tasks = list(cfg.tasks)
@@ -102,14 +106,14 @@ def prepare_tasks(cfg: ZeroShotConfig, stories: Path, tasks_dir: Path) -> tuple[
                                   hint="run `dvc repro generate_stories` first")["validation"]
     rows = [validation[i] for i in range(min(len(validation), 8 * cfg.items_per_task))]
     tasks.remove(STORY_TASKS)
-    return tasks + write_story_tasks(rows, tasks_dir, cfg.items_per_task, cfg.seed), tasks_dir
+    return tasks + write_story_tasks(rows, tasks_dir, cfg.items_per_task, cfg.seed, tokenizer, window), tasks_dir
 
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "zero_shot", ZeroShotConfig)
-    load_tokenizer(args.tokenizer)  # a bad tokenizer is one line here, not a traceback in a worker
+    tokenizer = load_tokenizer(args.tokenizer)  # a bad tokenizer is one line here, not a traceback in a worker
     model_dirs = (sorted(p for p in args.models.glob("*/seed*") if (p / "config.json").is_file()
                          and p.parent.name != ROUTING_MODEL) if args.models.is_dir() else [])
     if not model_dirs:
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
         if unknown := sorted(set(harness) - set(task_manager(None).all_tasks)):
             raise ConfigError(f"zero_shot.tasks: {', '.join(unknown)}: not lm-eval tasks; name tasks `lm-eval ls "
                               f"tasks` lists, or {STORY_TASKS!r} for the generated story tasks")
-    tasks, include_path = prepare_tasks(cfg, args.stories, args.tasks_dir)
+    window = min(json.loads((d / "config.json").read_text())["lm_config"]["n_ctx"] for d in model_dirs)
+    tasks, include_path = prepare_tasks(cfg, args.stories, args.tasks_dir, tokenizer, window)
     control = next((d for d in model_dirs if d.parent.name == "blackmamba"), model_dirs[0])
     shared = {"tokenizer": args.tokenizer, "tasks": tasks, "include_path": include_path, "limit": cfg.limit,
               "seed": cfg.seed}
