@@ -5,8 +5,8 @@
 
 What it does, in order:
 
-1. Copies the working tree (tracked files and untracked ones git does not ignore) into a
-   throwaway directory, so the committed results and locks are never touched. With
+1. Copies the working tree (`common.checkout.copy_source`: what a fresh clone has, and new files
+   outside data/) into a throwaway directory, so the committed results and locks are never touched. With
    `--keep-outputs` the directory is kept and only the files no stage writes (and the READMEs,
    whose generated blocks a report rewrites) are copied again, so a later rehearsal of some stages
    (`--stages`) reads what earlier ones left there.
@@ -49,6 +49,7 @@ import psutil
 import torch
 import yaml
 
+from common.checkout import copy_source, init_repository
 from common.errors import ArgumentParser, exit_on_user_error
 from common.io import load_json
 from common.stages import file_in_the_way
@@ -62,18 +63,6 @@ PIPELINES = {"root": "dvc.yaml", "masked_mixers": "papers/masked_mixers/dvc.yaml
              "manticore": "papers/manticore/dvc.yaml", "blackmamba": "papers/blackmamba/dvc.yaml"}
 PARAMS_FILES = ("params.yaml", "papers/masked_mixers/params.yaml", "papers/manticore/params.yaml",
                 "papers/blackmamba/params.yaml")
-
-
-def copy_tree(src: Path, dst: Path, skip: set[Path] = frozenset()) -> None:
-    """The files git would hand a fresh clone, plus untracked files it does not ignore; none under `skip`."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=src, check=True, capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if any(Path(name) == out or out in Path(name).parents for out in skip):
-            continue
-        if (src / name).is_file():
-            (dst / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src / name, dst / name)
 
 
 def declared_outputs(stage: dict, wdir: Path) -> list[Path]:
@@ -109,10 +98,10 @@ def stage_command(work: Path, target: str) -> tuple[str, Path, list[Path]]:
 
 
 def kept_outputs(work: Path) -> set[Path]:
-    """What `--keep-outputs` keeps: every stage output but the READMEs. A report stage rewrites only
-    the generated blocks of its README, so the README it reads must be this checkout's: an old one
-    lacks the blocks of stages added since."""
-    return {path for path in stage_outputs(work) if path.name != "README.md"}
+    """What `--keep-outputs` keeps: every stage output but the pages (READMEs and docs). A report stage
+    rewrites only the generated blocks of its pages, so the pages it reads must be this checkout's: an
+    old one lacks the blocks of stages added since."""
+    return {path for path in stage_outputs(work) if path.suffix != ".md"}
 
 
 # What marks a directory as this runner's, so that it may delete and rewrite it: the work copy's
@@ -138,10 +127,9 @@ def prepare(work: Path, batch_rows: int | None, precision: str | None, keep_outp
     fresh = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
     (work / WORK_MARKERS[0]).touch()
-    copy_tree(ROOT, work, skip=set() if fresh else kept_outputs(ROOT))
+    copy_source(ROOT, work, skip=set() if fresh else kept_outputs(ROOT))
     if fresh:
-        # Its own repository: inside this one, under an ignored path, DVC would refuse every dvc.yaml.
-        subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
+        init_repository(work)
     for name in PARAMS_FILES:
         path = work / name
         params = rehearsal_params(yaml.safe_load((ROOT / name).read_text()), batch_rows, precision)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from common.checkout import copy_source, init_repository, set_profile
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
@@ -28,24 +28,12 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 1800) -> subprocess.Complet
 
 
 def copy_checkout(repo: Path, profile: str) -> Path:
-    """This checkout's source files (tracked, and new ones not yet added), as a fresh git repository
-    switched to `profile`. Untracked files under data/ are pipeline outputs, possibly half-written by
-    a run in progress, and are left out."""
+    """This checkout's source files (`common.checkout.source_files`), as a fresh git repository
+    switched to `profile`."""
     repo.mkdir(parents=True, exist_ok=True)
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
-    new = subprocess.run(["git", "ls-files", "-z", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
-    names = [*tracked.stdout.split("\0"), *(n for n in new.stdout.split("\0") if not n.startswith("data/"))]
-    for name in filter(None, names):
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["profile"] = profile
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "smoke"]):
-        subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+    copy_source(ROOT, repo)
+    set_profile(repo, profile)
+    init_repository(repo, commit=True)
     return repo
 
 

@@ -15,8 +15,10 @@ here, or this test fails and asks for one:
   parser, or it is skipped for the reason written in SKIPPED;
 - a `python -m` command that needs a paper pipeline's outputs: skipped here, and run with the same
   arguments by the test named in COVERED;
-- the quick start's `source .venv/bin/activate` (the environment must have one) and its undo, `git
-  checkout -- ...`, run in the throwaway copy, where every path it names must be one git knows.
+- the quick start's `source .venv/bin/activate` (the environment must have one); its `make smoke
+  PAPER=...` must name a pipeline `common.smoke` knows (tests/test_smoke.py runs a trial), and its undo,
+  `rm -rf data/...`, runs in the throwaway copy, and may name only paths git ignores, holding no
+  source file.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from common import smoke
+from common.checkout import source_files
 from tests.conftest import ROOT
 from tests.test_config import PIPELINE_FOLDERS, validate_params_files
 from tests.test_dvc import _run
@@ -57,12 +61,9 @@ PYTHON_SKIPPED = {
 }
 PARSED_ONLY = {"rehearsal.run"}  # `python -m` tools that run too long to run here: parsed only
 # `python -m` commands that read what a paper's pipeline makes, run with the same arguments by a named test
-COVERED = {"common.eval.lm_eval_cli": "tests/test_lm_eval_adapter.py::test_the_harness_cli_scores_local_tasks_as_the_"
-                                      "python_api_does (make test-slow)",
-           "common.models.hf_causal_lm": "tests/test_hf_causal_lm.py::test_the_export_command_writes_a_pipeline_"
-                                         "model_for_transformers",
-           "lm_eval": "tests/test_hf_causal_lm.py::test_lm_eval_hf_model_scores_a_saved_model_from_its_own_cli "
-                      "(make test-slow)"}
+IN_PROCESS = "tests/test_stages_in_process.py::test_every_stage_of_every_pipeline_runs_and_writes_its_outputs"
+COVERED = {module: f"{IN_PROCESS}, on the smoke pipeline's BlackMamba models"
+           for module in ("common.eval.lm_eval_cli", "common.models.hf_causal_lm", "lm_eval")}
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,21 @@ def test_readme_example(example, smoke_root_repro, tmp_path):
             pytest.skip(SKIPPED[tuple(words[:2])])
         elif words[:2] == ["source", ".venv/bin/activate"]:
             assert (Path(sys.prefix) / "bin" / "activate").is_file()  # the environment these tests run in
-        elif words[:3] == ["git", "checkout", "--"]:
-            _run(words, repo)  # the undo of a quick start: every path it names must be one git knows
+        elif words[:2] == ["make", "smoke"]:
+            (paper,) = [w.removeprefix("PAPER=") for w in words[2:] if w.startswith("PAPER=")]
+            assert paper in smoke.PIPELINES, f"{example.where}: PAPER={paper}: not a pipeline of common.smoke"
+            assert "-m common.smoke $(PAPER)" in (ROOT / "Makefile").read_text()
+            pytest.skip(f"the {paper} pipeline under DVC; tests/test_smoke.py runs a trial of the root pipeline")
+        elif words[:2] == ["make", "exp-show"]:  # the target's command, on the copy's commit and workspace
+            (paper,) = [w.removeprefix("PAPER=") for w in words[2:] if w.startswith("PAPER=")]
+            assert "-m common.exp_table $(PAPER)" in (ROOT / "Makefile").read_text()
+            _run([sys.executable, "-m", "common.exp_table", paper], repo)
+        elif words[:2] == ["rm", "-rf"]:  # an undo: it may remove only what git ignores, and never a source file
+            for path in words[2:]:
+                assert path.startswith("data/") and subprocess.run(["git", "check-ignore", "-q", path],
+                                                                   cwd=ROOT).returncode == 0, path
+                assert not [name for name in source_files(ROOT) if name.startswith(path.rstrip("/") + "/")], path
+            _run(words, repo)
         elif words[0] == "make":
             raise AssertionError(f"{example.where}: `{example.text}`: say in SKIPPED why it is not run here")
         elif words[:3] == ["dvc", "exp", "run"]:
