@@ -36,10 +36,27 @@ def position_gradient(y: torch.Tensor, x: torch.Tensor, t: int) -> torch.Tensor:
     return grad
 
 
+def report_pages(paper: str) -> list[str]:
+    """The pages besides the README that a paper's `report` stage writes tables into (its `--pages`)."""
+    import shlex
+
+    import yaml
+
+    cmd = shlex.split(yaml.safe_load((ROOT / "papers" / paper / "dvc.yaml").read_text())["stages"]["report"]["cmd"])
+    return cmd[cmd.index("--pages") + 1:] if "--pages" in cmd else []
+
+
 def report_argv(paper: str, results: Path, readme: Path) -> list[str]:
-    """A paper's `report` command line over `results` and `readme`, with its committed claims.yaml."""
+    """A paper's `report` command line over `results` and `readme`, with its committed claims.yaml; its
+    other pages (`report_pages`) are copied beside `readme`, and written there."""
+    import shutil
+
+    pages = [readme.parent / Path(page).name for page in report_pages(paper)]
+    for page, target in zip(report_pages(paper), pages):
+        shutil.copy(ROOT / page, target)
     return ["--results", str(results), "--spec", str(ROOT / "papers" / paper / "claims.yaml"), "--readme",
-            str(readme), "--claims", str(results / "claims.json"), "--metrics", str(results / "metrics.json")]
+            str(readme), "--claims", str(results / "claims.json"), "--metrics", str(results / "metrics.json"),
+            *(["--pages", *map(str, pages)] if pages else [])]
 
 
 def report_results(paper: str) -> tuple[str, ...]:

@@ -365,7 +365,8 @@ def test_a_report_checks_its_readme_before_writing(tmp_path, capsys):
     claims, metrics = tmp_path / "results" / "claims.json", tmp_path / "results" / "metrics.json"
     with pytest.raises(SystemExit) as excinfo:
         report.main(report_argv("blackmamba", tmp_path / "results", readme))
-    assert_one_line_exit(capsys, excinfo, "README: no <!-- table:")
+    assert_one_line_exit(capsys, excinfo, f"table 'claims': no <!-- table:claims --> ... <!-- /table --> block in "
+                                          f"{readme}")
     assert not claims.exists() and not metrics.exists()
 
 

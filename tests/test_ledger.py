@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -171,6 +172,24 @@ def test_readme_tables_render_from_their_results_file_or_from_another_tables(tmp
     assert out == ("a\n<!-- table:runs -->\n_Profile `tiny`; generated from `results/runs.json`._\n\nn = 3\n"
                    "<!-- /table -->\nb\n<!-- table:runs_again -->\n_Profile `tiny`; generated from `results/runs.json`."
                    "_\n\nagain\n<!-- /table -->\n")
+
+
+def test_tables_render_into_the_page_that_holds_each_and_a_table_in_two_pages_is_refused(tmp_path):
+    from common.errors import DataError
+    from common.eval.report import render_pages
+
+    (tmp_path / "runs.json").write_text('{"profile": "tiny", "n": 3}')
+    tables = {"runs": lambda d: f"n = {d['n']}", "runs_again": ("runs", lambda d: "again")}
+    readme, docs = Path("README.md"), Path("docs/page.md")
+    block, again = "<!-- table:runs -->\n<!-- /table -->\n", "<!-- table:runs_again -->\n<!-- /table -->\n"
+    generated = "_Profile `tiny`; generated from `results/runs.json`._\n\n"
+    out = render_pages({readme: "a\n" + block, docs: "b\n" + again}, tmp_path, tables, "rerun")
+    assert out == {readme: f"a\n<!-- table:runs -->\n{generated}n = 3\n<!-- /table -->\n",
+                   docs: f"b\n<!-- table:runs_again -->\n{generated}again\n<!-- /table -->\n"}
+    with pytest.raises(DataError, match=r"^table 'runs': a <!-- table:runs --> block in each of README.md and docs/"):
+        render_pages({readme: block, docs: again + block}, tmp_path, tables, "rerun")
+    with pytest.raises(DataError, match=r"^table 'runs_again': no <!-- table:runs_again --> .* in README.md; put it"):
+        render_pages({readme: block}, tmp_path, tables, "rerun")
 
 
 @pytest.mark.parametrize("paper", ["blackmamba", "manticore", "masked_mixers"])

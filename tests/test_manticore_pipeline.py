@@ -13,6 +13,7 @@ from tests.test_dvc import _run, copy_checkout
 from tests.test_readme_commands import examples
 
 RESULTS = "papers/manticore/results"
+EXPERIMENTS = "docs/manticore/experiments.md"  # the page the report writes the single-seed tables into
 
 
 @pytest.fixture(scope="module")
@@ -109,16 +110,18 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert json.loads((repo / RESULTS / "metrics.json").read_text())
     readme = (repo / "papers/manticore/README.md").read_text()
     assert "`fig3-hybrid-beats-components`" in readme
-    assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in readme
-    assert f"{nl['ensemble']['val_loss']:.4f}" in readme
+    experiments = (repo / EXPERIMENTS).read_text()
+    assert "_Profile `smoke`; generated from `results/nl_experiments.json`._" in experiments
+    assert f"{nl['ensemble']['val_loss']:.4f}" in experiments
 
 
 def test_committed_readme_and_ledger_match_the_committed_results():
-    from papers.manticore.report import render
+    from common.eval.report import render_pages
+    from papers.manticore.report import TABLES
     from tests.conftest import ROOT, rebuilt_ledger
 
-    readme = (ROOT / "papers/manticore/README.md").read_text()
-    assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/manticore/dvc.yaml:report`"
+    pages = {page: (ROOT / page).read_text() for page in ("papers/manticore/README.md", EXPERIMENTS)}
+    assert render_pages(pages, ROOT / RESULTS, TABLES, "") == pages, "run `dvc repro papers/manticore/dvc.yaml:report`"
     rebuilt, committed = rebuilt_ledger("manticore")
     assert rebuilt == committed
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 from common.claims.build import build_ledger, load_spec
@@ -14,13 +15,15 @@ from common.stages import StageCLI
 def claims_report_main(paper: str, extractors: ModuleType, tables: dict[str, Table],
                        argv: list[str] | None = None) -> None:
     """The `report` stage of `papers/<paper>`: the ledger that `common.claims.build` makes of its
-    `claims.yaml` with the paper's `extractors`, its metrics and its README's tables."""
+    `claims.yaml` with the paper's `extractors`, its metrics and the tables of its README and pages."""
 
     @exit_on_user_error
     def run() -> None:
         args = StageCLI(f"Write the claims ledger of papers/{paper} from its claims.yaml, its metrics and the "
-                        "README's tables.", ("results", "spec", "readme", "claims", "metrics"),
-                        params=False).parse(argv)
+                        "README's tables.", ("results", "spec", "readme", "claims", "metrics"), params=False,
+                        options={"--pages": {"type": Path, "nargs": "*", "default": [], "metavar": "PATH",
+                                             "help": "more pages that hold some of the tables (docs pages)"}}
+                        ).parse(argv)
         spec = load_spec(args.spec)
         if spec["paper"] != paper:
             raise ConfigError(f"--spec {args.spec}: declares the claims of {spec['paper']!r}, not {paper!r}")

@@ -1,10 +1,11 @@
-"""Result tables generated into a paper's README from its results JSON.
+"""Result tables generated into a paper's README (and the docs pages it names) from its results JSON.
 
-Each table sits between `<!-- table:NAME -->` and `<!-- /table -->`; text outside the markers is
-hand-written and kept. `NAME` is the key of the function that renders it and, unless the key maps
-to a (results name, function) pair, also its results file (`results/NAME.json`). No table
-computes a verdict: the claims table renders the ledger that `common.claims.build` wrote, which
-`write_ledger_report` writes beside the metrics and the README, all or nothing.
+Each table sits between `<!-- table:NAME -->` and `<!-- /table -->`, in exactly one of the pages;
+text outside the markers is hand-written and kept. `NAME` is the key of the function that renders
+it and, unless the key maps to a (results name, function) pair, also its results file
+(`results/NAME.json`). No table computes a verdict: the claims table renders the ledger that
+`common.claims.build` wrote, which `write_ledger_report` writes beside the metrics and the pages,
+all or nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from common.claims.ledger import headline_metrics
-from common.errors import ConfigError, DataError, exit_on_user_error
+from common.errors import ConfigError, DataError
 from common.io import atomic_file, load_json, write_json
-from common.stages import StageCLI
+from common.logs import configure_logging
 
 # A table renderer, or (results file name, renderer) for a table read from another table's file.
 Table = Callable[[dict], str] | tuple[str, Callable[[dict], str]]
@@ -38,9 +39,25 @@ def table_blocks(readme: str, tables: dict[str, Table]) -> dict[str, re.Pattern]
     return blocks
 
 
+def tables_by_page(texts: dict[Path, str], tables: dict[str, Table]) -> dict[Path, dict[str, Table]]:
+    """The tables each page holds; a table in no page, or in two, is a one-line error."""
+    held: dict[Path, dict[str, Table]] = {page: {} for page in texts}
+    for name, table in tables.items():
+        pattern = re.compile(rf"<!-- table:{name} -->\n")
+        pages = [page for page, text in texts.items() if pattern.search(text)]
+        if not pages:
+            raise DataError(f"table {name!r}: no <!-- table:{name} --> ... <!-- /table --> block in "
+                            f"{' or '.join(map(str, texts))}; put it in one of them")
+        if len(pages) > 1:
+            raise DataError(f"table {name!r}: a <!-- table:{name} --> block in each of "
+                            f"{' and '.join(map(str, pages))}; keep one")
+        held[pages[0]][name] = table
+    return held
+
+
 def read_readme(readme: Path) -> str:
     if not readme.is_file():
-        raise DataError(f"{readme}: no such README")
+        raise DataError(f"{readme}: no such page (the report writes its tables into it)")
     return readme.read_text()
 
 
@@ -56,6 +73,13 @@ def render(readme: str, results_dir: Path, tables: dict[str, Table], rerun_hint:
     return readme
 
 
+def render_pages(texts: dict[Path, str], results_dir: Path, tables: dict[str, Table], rerun_hint: str,
+                 written: dict[str, dict] | None = None) -> dict[Path, str]:
+    """Each page's text with the tables it holds rendered (`render`); every table is in one page."""
+    held = tables_by_page(texts, tables)
+    return {page: render(text, results_dir, held[page], rerun_hint, written) for page, text in texts.items()}
+
+
 def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
     """`text` with whatever stands between the `begin` and `end` markers replaced by `body`."""
     if begin not in text or end not in text:
@@ -63,11 +87,6 @@ def replace_between_markers(text: str, begin: str, end: str, body: str) -> str:
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body}\n{end}{tail}"
-
-
-def update_readme(readme: Path, results_dir: Path, tables: dict[str, Table], rerun_hint: str) -> None:
-    text = read_results(lambda: render(read_readme(readme), results_dir, tables, rerun_hint), results_dir, rerun_hint)
-    write_readme(readme, text)
 
 
 def write_readme(readme: Path, text: str) -> None:
@@ -85,20 +104,6 @@ def read_results(build: Callable[[], T], results_dir: Path, rerun_hint: str) -> 
         logging.getLogger("report").debug("reading the results failed", exc_info=True)
         raise DataError(f"{results_dir}: results of a shape this report does not read ({type(err).__name__}: "
                         f"{err}); {rerun_hint}") from None
-
-
-def report_main(paper: str, tables: dict[str, Table], argv: list[str] | None = None) -> None:
-    """The `report` stage of `papers/<paper>`: regenerate its README's tables in place."""
-
-    @exit_on_user_error
-    def run() -> None:
-        args = StageCLI(f"Regenerate the result tables of papers/{paper}/README.md from its results JSON.",
-                        ("results", "readme"), params=False).parse(argv)
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-        update_readme(args.readme, args.results, tables, f"run `dvc repro papers/{paper}/dvc.yaml` first")
-        logging.getLogger("report").info("updated %s", args.readme)
-
-    run()
 
 
 def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[str, dict]:
@@ -129,24 +134,30 @@ def profile_of(results: dict[str, dict]) -> str:
 def write_ledger_report(args: Namespace, paper: str, result_names: tuple[str, ...],
                         build: Callable[[dict[str, dict]], list[dict]], tables: dict[str, Table]) -> None:
     """`claims.json` from `build` over the results, its headline numbers as `metrics.json` (`dvc
-    metrics`), then the README's tables; nothing is written unless all three can be."""
+    metrics`), then the tables of the README and of `args.pages`; nothing is written unless all can be."""
     rerun_hint = f"run `dvc repro papers/{paper}/dvc.yaml` first"
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     if args.claims.resolve() != (args.results / "claims.json").resolve():
         raise ConfigError(f"--claims: must be {args.results / 'claims.json'}, where the README's claims table "
                           f"reads it; got {args.claims}")
-    table_blocks(read_readme(args.readme), tables)  # before anything is written
+    texts = {page: read_readme(page) for page in [args.readme, *args.pages]}
+    held = tables_by_page(texts, tables)
+    for page, text in texts.items():
+        table_blocks(text, held[page])  # before anything is written
     results = load_results(args.results, result_names, paper)
     ledger = read_results(lambda: build(results), args.results, rerun_hint)
-    metrics = headline_metrics(ledger)
-    # The README's tables read the ledger written here: rendered from it before any output is
-    # written, so that a result it cannot read leaves all three as they were.
-    # As the file will read back (tuples as lists), which is what the README's table renders.
+    # The profile too, so that `dvc metrics diff` and `make exp-show` never set a smoke number beside a tiny one.
+    metrics = {"profile": profile_of(results), **headline_metrics(ledger)}
+    # The pages' tables read the ledger written here: rendered from it before any output is
+    # written, so that a result they cannot read leaves everything as it was.
+    # As the file will read back (tuples as lists), which is what the claims table renders.
     claims = json.loads(json.dumps({"profile": profile_of(results), "paper": paper, "claims": ledger},
                                    sort_keys=True))
-    readme = read_results(lambda: render(read_readme(args.readme), args.results, tables, rerun_hint,
-                                         written={"claims": claims}), args.results, rerun_hint)
+    rendered = read_results(lambda: render_pages(texts, args.results, tables, rerun_hint, written={"claims": claims}),
+                            args.results, rerun_hint)
     write_json(args.claims, claims)
     write_json(args.metrics, metrics)
-    write_readme(args.readme, readme)
-    logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics, args.readme)
+    for page, text in rendered.items():
+        write_readme(page, text)
+    logging.getLogger("report").info("wrote %s, %s and %s", args.claims, args.metrics,
+                                     ", ".join(map(str, rendered)))

@@ -7,12 +7,10 @@ papers/manticore/README.md (see `common.eval.report`).
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 from common.claims.ledger import claims_table
 from common.claims.rules import spread
 from common.claims.stage import claims_report_main
-from common.eval import report
 from papers.manticore import evidence
 from papers.manticore.evidence import (
     better_alone,
@@ -26,8 +24,8 @@ from papers.manticore.evidence import (
 
 # The tables of single-seed runs on components pretrained on the same stories read their numbers but
 # give no verdict: the claims ledger holds the verdicts.
-SAME_STORIES = ("on components pretrained on the same stories (where no hybrid optimum can form; the specialist pair "
-                "below is the setting that can): a reading, not a verdict.")
+SAME_STORIES = ("on components pretrained on the same stories (where no hybrid optimum can form; the specialist pairs "
+                "of the paper page are the setting that can): a reading, not a verdict.")
 NO_VERDICT = f"One seed, {SAME_STORIES}"
 
 # Table 4 of the paper: validation loss on its PTB completions after search and retraining.
@@ -403,7 +401,7 @@ def lra_experiments(res: dict) -> str:
         lines.append(f"| {label} | {row['sequence_length']} | {row['steps']} | " + " | ".join(cells) +
                      f" | {hybrid['mode']}: {alphas} | {100 * hybrid['majority_rate']:.1f} |")
     lines += ["", "The claims table judges Tables 3 and 7 task by task, from every seed's run and the sizing runs "
-                  "below."]
+                  "(docs/manticore/experiments.md)."]
     return "\n".join(lines)
 
 
@@ -490,10 +488,6 @@ TABLES = {"claims": claims_table, "specialists": specialists, "specialist_tasks"
           "mad_experiments": mad_experiments, "mad_sizing": mad_sizing, "programmed": programmed,
           "projector_budget": projector_budget,
           "lra_experiments": lra_experiments, "lra_sizing": lra_sizing, "finetune_tasks": finetune_tasks}
-
-
-def render(readme: str, results_dir: Path) -> str:
-    return report.render(readme, results_dir, TABLES, "run `dvc repro papers/manticore/dvc.yaml` first")
 
 
 def main(argv: list[str] | None = None) -> None:
