@@ -13,8 +13,8 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 LOCK := requirements/constraints.txt
 # The `gpu` extra's packages compile CUDA code against the installed torch, which pip's build
 # isolation hides from them (mamba-ssm's setup.py imports torch): they are installed last, without
-# it. The same list as pyproject.toml's `gpu` extra (a test keeps them equal).
-GPU_PACKAGES := mamba-ssm causal-conv1d flash-attn
+# it. Read from pyproject.toml's `gpu` extra, each quoted for the shell.
+GPU_PACKAGES = $(shell $(PYTHON) -c 'import tomllib; print(" ".join(repr(p) for p in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["gpu"]))')
 BASE_EXTRAS := $(subst $(space),$(comma),$(filter-out gpu,$(subst $(comma),$(space),$(EXTRAS))))
 
 export DVC_NO_ANALYTICS := 1
@@ -22,7 +22,7 @@ export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: install repro test test-pipeline test-numerics test-slow notebooks rehearse bench bench-gpu lock clean-venv
+.PHONY: install repro smoke exp-show test test-pipeline test-numerics test-slow notebooks rehearse bench bench-gpu lock clean-venv
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ install: $(STAMP)
 repro: $(STAMP)
 	$(BIN)/dvc repro --all-pipelines
 	$(BIN)/python -m common.claims.page
+
+# One paper's pipeline (PAPER=blackmamba, manticore, masked_mixers or root) at `smoke`, in a throwaway
+# copy under data/smoke/ that leaves the checkout untouched (common/smoke.py).
+smoke: $(STAMP)
+	$(BIN)/python -m common.smoke $(PAPER)
+
+# One paper's experiments (`dvc exp run`) as a table that fits a screen: a column per experiment, a row
+# per headline metric of its ledger, and the params each changed (common/exp_table.py).
+exp-show: $(STAMP)
+	$(BIN)/python -m common.exp_table $(PAPER)
 
 # One pytest worker per core (pytest-xdist); each keeps to one torch thread (tests/conftest.py).
 TEST_WORKERS ?= 2
@@ -77,8 +87,9 @@ notebooks: $(STAMP)
 # throwaway copy under data/rehearsal/ (committed results and locks are left alone), in batches of 2 rows
 # and fp32 (rehearsal/README.md says why). It rewrites its records (rehearsal/records.json) and the READMEs'
 # readiness tables, which are committed. See rehearsal/run.py.
+# PAPER=<paper> rehearses that paper's pipeline (after the root one) alone.
 rehearse: $(STAMP)
-	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true
+	$(BIN)/python -m rehearsal.run --batch-rows 2 --precision 32-true $(if $(PAPER),--pipelines $(PAPER))
 
 # On a CUDA machine: the GPU benchmark and the `paper` networks' training steps (benchmarks/README.md).
 bench-gpu:

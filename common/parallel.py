@@ -34,6 +34,8 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
+from common.logs import configure_logging
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _progress = None  # in a worker process: the queue its training runs report their steps to
@@ -103,7 +105,7 @@ def _init_worker(queue) -> None:
     global _progress
     _progress = queue
     torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 
 

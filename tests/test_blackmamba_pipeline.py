@@ -112,6 +112,7 @@ def test_the_ledger_validates_and_the_metrics_are_its_headline(repro):
     check_ledger(ledger["claims"])
     assert {entry["verdict"] for entry in ledger["claims"]} <= set(VERDICTS)
     metrics = load(repo, "metrics.json")
+    assert metrics.pop("profile") == "smoke"
     assert set(metrics) <= {entry["id"] for entry in ledger["claims"]}
     assert all(isinstance(value, float) for value in metrics.values())
 
@@ -142,8 +143,25 @@ def test_zero_shot_writes_its_tasks_output_when_every_task_is_built_in(tmp_path)
     from papers.blackmamba.zero_shot import ZeroShotConfig, prepare_tasks
 
     tasks, include_path = prepare_tasks(ZeroShotConfig(tasks=["piqa", "hellaswag"]), tmp_path / "no_stories",
-                                        tmp_path / "tasks")
+                                        tmp_path / "tasks", tokenizer=None, window=2048)
     assert tasks == ["piqa", "hellaswag"] and include_path is None
     assert json.loads((tmp_path / "tasks" / "tasks.json").read_text())["tasks"] == tasks
 
 
+
+
+def test_latency_tracks_the_architectures_only_and_every_profile_names_them():
+    """`latency` times the compared architectures with random weights: a change of steps, seeds or rates
+    in `train_compare` must not rerun it. DVC fails a stage whose tracked key is missing, so every
+    profile block names both keys (empty where the base's hold)."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    stage = yaml.safe_load((ROOT / "papers/blackmamba/dvc.yaml").read_text())["stages"]["latency"]
+    (tracked,) = [entry["papers/blackmamba/params.yaml"] for entry in stage["params"] if isinstance(entry, dict)]
+    assert {key for key in tracked if key.startswith("train_compare.")} == {
+        f"train_compare.{block}.{key}" for block in ("base", "${profile}") for key in ("blackmamba", "baselines")}
+    section = yaml.safe_load((ROOT / "papers/blackmamba/params.yaml").read_text())["train_compare"]
+    for profile in ("smoke", "tiny", "paper"):
+        assert {"blackmamba", "baselines"} <= set(section[profile]), profile

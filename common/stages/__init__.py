@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from common.config import active_profile, load_yaml, stage_config
 from common.errors import ArgumentParser, ConfigError
+from common.logs import configure_logging
 
 T = TypeVar("T")
 
@@ -101,7 +102,7 @@ def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, d
     the working directory (the case of a paper's params file; DVC runs paper stages from the
     repository root). A root file that is missing, empty or without `profile` is an error: a stage
     never guesses its profile."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    configure_logging()
     params = load_yaml(params_path)
     if "profile" not in params and Path(params_path).resolve() != ROOT_PARAMS.resolve():
         if not ROOT_PARAMS.is_file():

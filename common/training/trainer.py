@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 import typing
 import warnings
@@ -191,7 +192,8 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     # In a worker, the stage's one bar in the caller shows this run's steps (`common.parallel`).
     if (queue := progress_queue()) is not None:
         guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
-    bar = cfg.progress_bar and queue is None
+    # A bar's `\r` redraws would fill a log file with one long line.
+    bar = cfg.progress_bar and queue is None and sys.stderr.isatty()
     if cfg.accelerator not in (runnable := runnable_accelerators()):  # a valid name, `cuda` with no GPU
         raise ConfigError(f"trainer.accelerator: {cfg.accelerator!r} cannot run on this machine; it runs: "
                           f"{', '.join(runnable)}")
