@@ -18,11 +18,17 @@ LIBRARIES = ("lm_eval", "lm-eval", "datasets", "transformers", "huggingface_hub"
              "httpx", "lightning.pytorch", "lightning.fabric")
 
 
+def on_a_terminal() -> bool:
+    """Whether bars would be seen as bars: both streams (Lightning draws on stdout, tqdm on stderr)
+    go to a terminal."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format=FORMAT)
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
-    if not sys.stderr.isatty():
+    if not on_a_terminal():
         # Read by `datasets` when it is imported, and by tqdm for every bar a caller does not switch
         # on or off itself; inherited by worker processes.
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")

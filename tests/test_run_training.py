@@ -72,7 +72,13 @@ def _run(task: MADTaskConfig, run_dir, callbacks=(), trainer: TrainerConfig = TR
                         run_config={"model": "b", "layers": ("mamba", "swiglu")}, callbacks=list(callbacks))
 
 
-def test_the_progress_bar_counts_steps_of_the_whole_run(tmp_path, capfd):
+@pytest.fixture
+def terminal(monkeypatch):
+    """As if the run's output went to a terminal, the one place bars are drawn."""
+    monkeypatch.setattr("common.training.trainer.on_a_terminal", lambda: True)
+
+
+def test_the_progress_bar_counts_steps_of_the_whole_run(tmp_path, capfd, terminal):
     """One bar counting optimizer steps to `max_steps`; Lightning's own bar counts the batches of an
     epoch of unknown length (`Epoch 0: 5/?`)."""
     _run(TASK, tmp_path, trainer=replace(TRAINER, progress_bar=True))
@@ -82,7 +88,14 @@ def test_the_progress_bar_counts_steps_of_the_whole_run(tmp_path, capfd):
     assert "Epoch" not in bar
 
 
-def test_the_progress_bar_is_display_only(tmp_path):
+def test_no_bar_is_drawn_into_a_log(tmp_path, capfd):
+    """Off a terminal (here pytest's capture) a bar's `\r` redraws would fill the log: none is drawn."""
+    _run(TASK, tmp_path, trainer=replace(TRAINER, progress_bar=True))
+    out = capfd.readouterr()
+    assert "steps:" not in out.out + out.err and "\r" not in out.out + out.err
+
+
+def test_the_progress_bar_is_display_only(tmp_path, terminal):
     """A run with the bar trains to exactly the weights and curve of a run without it, so turning
     bars on in a stage's params changes none of its outputs (the locks were re-recorded on this)."""
     off = _run(TASK, tmp_path / "off")

@@ -71,11 +71,14 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_no_stage_script_is_imported_by_other_code():
     """Library code never imports a stage script. (Benchmarks may read a stage's config class, to time
-    exactly what the stage generates.)"""
+    exactly what the stage generates, and so may the `paper_work.py` declarations, which no stage
+    imports: they read each stage's config at `paper` for the rehearsal's readiness tables.)"""
     stage_modules = {module for _, module, _ in STAGES}
     offenders = []
     for folder in ("common", "papers"):
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name == "paper_work.py":
+                continue
             for name in imported_modules(path) & stage_modules:
                 offenders.append(f"{path.relative_to(ROOT)} imports the stage script {name}")
     assert not offenders, "\n".join(offenders)

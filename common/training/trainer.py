@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 import typing
 import warnings
@@ -39,6 +38,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from common.config import bounded
 from common.errors import ConfigError
 from common.io import write_json
+from common.logs import on_a_terminal
 from common.parallel import progress_queue
 from common.training.callbacks import MetricsJSON, NonFiniteLossGuard, WallClockBudget
 
@@ -193,7 +193,7 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     if (queue := progress_queue()) is not None:
         guards.append(ReportProgress(queue, f"{os.getpid()}:{run_dir}"))
     # A bar's `\r` redraws would fill a log file with one long line.
-    bar = cfg.progress_bar and queue is None and sys.stderr.isatty()
+    bar = cfg.progress_bar and queue is None and on_a_terminal()
     if cfg.accelerator not in (runnable := runnable_accelerators()):  # a valid name, `cuda` with no GPU
         raise ConfigError(f"trainer.accelerator: {cfg.accelerator!r} cannot run on this machine; it runs: "
                           f"{', '.join(runnable)}")
