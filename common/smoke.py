@@ -35,11 +35,11 @@ MARKER = ".smoke_trial"  # marks a directory as a trial copy, which a new trial 
 def prepare(work: Path) -> None:
     """A fresh copy of the checkout in `work`, at `profile: smoke`."""
     if work.exists():
-        if not (work / MARKER).is_file():
+        if any(work.iterdir()) and not (work / MARKER).is_file():
             raise UserError(f"{work}: exists and is not a smoke trial's copy (no {MARKER}); move it away or "
                             f"choose another --work")
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True)  # an empty directory of the user's is taken as it is, and made anew
     copy_source(ROOT, work)
     set_profile(work, "smoke")
     (work / MARKER).write_text("a copy of the checkout made by `python -m common.smoke`; safe to delete\n")

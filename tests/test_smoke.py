@@ -58,6 +58,7 @@ def test_bad_arguments_are_one_line_and_status_2(argv, message, capsys):
 
 
 def test_the_copy_holds_the_checkout_source_at_profile_smoke(tmp_path):
+    (tmp_path / "copy").mkdir()  # an empty directory is taken
     smoke.prepare(tmp_path / "copy")
     copy = tmp_path / "copy"
     assert (copy / "papers" / "blackmamba" / "dvc.yaml").read_bytes() == \
