@@ -10,21 +10,25 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
-from huggingface_hub.errors import StrictDataclassError
-from transformers import GPTNeoConfig, GPTNeoXConfig, LlamaConfig
-from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoBlock
-from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoXRotaryEmbedding
-from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
 from common.blocks.registry import Block, register
 from common.errors import ConfigError
 
-# family -> (config class, layer class, rotary class or None)
-FAMILIES = {
-    "gpt_neo": (GPTNeoConfig, GPTNeoBlock, None),
-    "gpt_neox": (GPTNeoXConfig, GPTNeoXLayer, GPTNeoXRotaryEmbedding),
-    "llama": (LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding),
-}
+FAMILY_NAMES = ("gpt_neo", "gpt_neox", "llama")
+
+
+def family_classes(family: str) -> tuple:
+    """(config class, layer class, rotary class or None) of a family. transformers is imported here,
+    when a block is built, not when the registry loads: its model modules took 2-4 s of the start of
+    every stage, most of which never build one."""
+    from transformers import GPTNeoConfig, GPTNeoXConfig, LlamaConfig
+    from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoBlock
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoXRotaryEmbedding
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    return {"gpt_neo": (GPTNeoConfig, GPTNeoBlock, None),
+            "gpt_neox": (GPTNeoXConfig, GPTNeoXLayer, GPTNeoXRotaryEmbedding),
+            "llama": (LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding)}[family]
 
 
 @register("hf_decoder")
@@ -43,7 +47,7 @@ class HFDecoderLayer(Block):
     def check_options(options: dict[str, Any], where: str) -> None:
         """The `config` fields must be ones the family's config class has: Hugging Face configs
         accept any keyword and keep it as an attribute, so a misspelt field would be ignored."""
-        config_cls = FAMILIES[options.get("family", "llama")][0]
+        config_cls = family_classes(options.get("family", "llama"))[0]
         known = config_cls().to_dict()
         for key in options.get("config") or {}:
             if key not in known:
@@ -54,10 +58,12 @@ class HFDecoderLayer(Block):
     def __init__(self, d_model: int, layer_idx: int = 0, family: Literal["gpt_neo", "gpt_neox", "llama"] = "llama",
                  config: dict[str, Any] | None = None):
         super().__init__()
-        if family not in FAMILIES:
-            raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILIES)}")
+        if family not in FAMILY_NAMES:
+            raise ValueError(f"unknown Hugging Face family {family!r}; allowed: {', '.join(FAMILY_NAMES)}")
         self.check_options({"family": family, "config": config}, "hf_decoder")
-        config_cls, layer_cls, rotary_cls = FAMILIES[family]
+        from huggingface_hub.errors import StrictDataclassError
+
+        config_cls, layer_cls, rotary_cls = family_classes(family)
         try:
             hf_config = config_cls(**{**(config or {}), "hidden_size": d_model})
         except (ValueError, StrictDataclassError) as err:  # e.g. heads that do not divide hidden_size
