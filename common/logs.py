@@ -1,9 +1,9 @@
 """The logging of every stage, its worker processes and the reports: the project's INFO lines, and
 only the warnings of the libraries under it.
 
-Left alone, lm-eval logged 120 of a smoke log's 282 lines (a line per task, per file, per
-request batch), and `datasets` drew progress bars whose `\\r` redraws a log file keeps as one long
-line per bar. On a terminal the bars stay; in a log they are off.
+Left alone, lm-eval's INFO lines were 126 of the 323 lines of a BlackMamba smoke trial's log (a line
+per task, per file, per request batch), and `datasets` drew progress bars whose `\\r` redraws a log
+file keeps as one long line per bar. On a terminal the bars stay; in a log they are off.
 """
 
 from __future__ import annotations
