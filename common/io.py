@@ -1,5 +1,9 @@
 """Atomic outputs (a stage either leaves a complete output or none at all), and JSON inputs read
-with a one-line error when they are missing or damaged."""
+with a one-line error when they are missing or damaged.
+
+In a distributed run every process runs the whole stage, but only global rank zero's outputs are
+kept: the other ranks write into scratch files and directories that are removed instead of renamed
+into place (`common.distributed`), so no output is ever written by two processes at once."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from common.distributed import is_global_zero
 from common.errors import DataError
 
 _UMASK = os.umask(0)
@@ -22,7 +27,8 @@ os.umask(_UMASK)
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a scratch directory next to `path`; on success it replaces `path` in one rename.
 
-    On any exception the scratch directory is removed and an existing `path` is left untouched.
+    On any exception, or in a process other than global rank zero, the scratch directory is removed
+    and an existing `path` is left untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +39,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if not is_global_zero():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     if path.is_dir() and not path.is_symlink():
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
         path.rename(old)
@@ -46,7 +55,8 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
-    """Open a temporary file next to `path` for writing; rename it over `path` when closed cleanly."""
+    """Open a temporary file next to `path` for writing; rename it over `path` when closed cleanly
+    (in global rank zero; other processes of a distributed run remove it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
@@ -54,7 +64,10 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator:
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
-        os.replace(tmp, path)
+        if is_global_zero():
+            os.replace(tmp, path)
+        else:
+            os.unlink(tmp)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

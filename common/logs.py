@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from common.distributed import RANK_VARIABLES, is_global_zero
+
 FORMAT = "%(asctime)s %(name)s: %(message)s"
 # Loggers that report routine work at INFO; their warnings and errors still show.
 LIBRARIES = ("lm_eval", "lm-eval", "datasets", "transformers", "huggingface_hub", "filelock", "fsspec", "urllib3",
@@ -25,7 +27,10 @@ def on_a_terminal() -> bool:
 
 
 def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format=FORMAT)
+    # The other processes of a distributed run log the same lines as rank zero: each says whose it is.
+    named = [f"{variable.lower()} {os.environ[variable]}" for variable in RANK_VARIABLES if os.environ.get(variable)]
+    rank = "" if is_global_zero() else f"[{', '.join(named)}] "
+    logging.basicConfig(level=logging.INFO, format=FORMAT.replace("%(name)s", f"{rank}%(name)s"))
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
     if not on_a_terminal():

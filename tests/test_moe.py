@@ -5,10 +5,13 @@ common/blocks/moe.py (per-token Python loops, a numpy Sinkhorn) so that they can
 from __future__ import annotations
 
 import math
+import os
+import socket
 
 import numpy as np
 import pytest
 import torch
+import torch.multiprocessing as mp
 
 from common.blocks.moe import MoE, grouped_mm_aligned, load_balance_stats, sinkhorn
 from common.blocks.registry import build_block
@@ -367,6 +370,34 @@ def test_eval_routes_by_argmax_of_logits():
     expected = torch.bincount(logits.argmax(dim=1), minlength=8)
     assert torch.equal(m.last_tokens_per_expert, expected)
     assert expected[0] > 0.95 * 256
+
+
+def _sinkhorn_on_a_share(rank: int, port: int, logits: torch.Tensor, out: dict) -> None:
+    # Here, in a module that imports no Lightning: each spawned process imports the module again.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        share = logits[:30] if rank == 0 else logits[30:]  # unequal shares
+        plan, iterations = sinkhorn(share, tol=1e-9, criterion="relative", across_processes=True)
+        out[rank] = (plan, iterations)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_sinkhorn_across_two_processes_is_sinkhorn_over_all_their_tokens():
+    """The oracle: one Sinkhorn over the 70 tokens of both processes, in one process."""
+    logits = torch.randn(70, 4, generator=torch.Generator().manual_seed(0)) * 2 + torch.arange(4.0)
+    whole, iterations = sinkhorn(logits, tol=1e-9, criterion="relative")
+    with mp.Manager() as manager:
+        out = manager.dict()
+        with socket.socket() as probe:  # a port no other test's group is using
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        mp.spawn(_sinkhorn_on_a_share, args=(port, logits, out), nprocs=2)
+        (plan0, it0), (plan1, it1) = out[0], out[1]
+    assert it0 == it1 == iterations > 1
+    torch.testing.assert_close(torch.cat([plan0, plan1]), whole, rtol=1e-10, atol=0)
+    assert torch.equal(torch.cat([plan0, plan1]).argmax(-1), whole.argmax(-1))
 
 
 def test_sinkhorn_training_spreads_skewed_load_where_argmax_does_not():

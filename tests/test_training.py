@@ -158,7 +158,13 @@ class HandCountedAccuracy(CausalLMModule):
         super().__init__(*args, **kwargs)
         self.by_hand: dict[int, float] = {}
         self.metric_calls = 0
-        self.train_acc.register_forward_pre_hook(lambda *_: setattr(self, "metric_calls", self.metric_calls + 1))
+        update = self.train_acc.update
+
+        def counted_update(*args, **kwargs):
+            self.metric_calls += 1
+            return update(*args, **kwargs)
+
+        self.train_acc.update = counted_update
 
     def training_step(self, batch, batch_idx):
         with torch.no_grad():

@@ -6,7 +6,12 @@ by per-token gates. It is stateless: `allocate_cache` stays None and `step` is a
 It is causal in the registry's sense (no gradient from later positions, and eval routing is
 per token), but in training the Sinkhorn router chooses experts by balancing over the whole batch,
 so a token's expert choice (not its gradient) depends on the other tokens, later ones included,
-as in BlackMamba's and Megatron's training.
+as in BlackMamba's and Megatron's training. Under DDP or FSDP the balancing runs over the tokens of
+every process (a few sums over processes per layer and iteration), so N processes route a global
+batch exactly as one process would route it; Megatron balances each rank's tokens alone. The
+routing counts (`tokens_per_expert`) count the global batch in training too. The Switch auxiliary
+loss of `"softmax_topk"` stays per process, as in Switch and Megatron: each rank's loss on its own
+tokens, averaged with the gradients.
 
 Routers (`router=`):
 
@@ -59,6 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common import distributed
 from common.blocks.registry import Block, announce_kernel, register
 
 Router = Literal["sinkhorn", "sigmoid", "softmax_topk"]
@@ -80,7 +86,8 @@ def default_d_ff(d_model: int) -> int:
 
 @torch.no_grad()
 def sinkhorn(logits: torch.Tensor, temperature: float = 0.5, init: str = "blackmamba", tol: float = 1e-4,
-             max_iter: int = 100, criterion: str = "absolute", eps: float | None = None) -> tuple[torch.Tensor, int]:
+             max_iter: int = 100, criterion: str = "absolute", eps: float | None = None,
+             across_processes: bool = False) -> tuple[torch.Tensor, int]:
     """Balance a `[N tokens, E experts]` cost matrix towards uniform marginals.
 
     cost = exp(logits / temperature); returns `(P, iterations)` with P = d0[:, None] * cost * d1[None, :],
@@ -105,6 +112,11 @@ def sinkhorn(logits: torch.Tensor, temperature: float = 0.5, init: str = "blackm
     and columns ~3e-6 off with ones, and the relative criterion then never reaches 1e-6. The
     default (None) uses the smallest normal float64, which only keeps underflowed rows finite;
     pass eps=1e-8 for the release's arithmetic.
+
+    `across_processes`: `logits` is this process's share of the tokens of a distributed step, and
+    the balancing is over all of them: N, the column sums and the overflow shift are summed (or
+    maximised) over processes, so every process gets its rows of the plan of the whole batch and
+    the same iteration count. Every process of the group must call it together.
     """
     if init not in SINKHORN_INITS:
         raise ValueError(f"sinkhorn init must be one of {SINKHORN_INITS}, got {init!r}")
@@ -112,17 +124,22 @@ def sinkhorn(logits: torch.Tensor, temperature: float = 0.5, init: str = "blackm
         raise ValueError(f"sinkhorn criterion must be one of {SINKHORN_CRITERIA}, got {criterion!r}")
     if eps is None:
         eps = torch.finfo(torch.float64).tiny
+    over_tokens = distributed.global_sum if across_processes else (lambda t: t)
     z = logits.detach().to(torch.float64) / temperature
     # Only shift when exp would overflow even in float64: a shift rescales d1 and therefore changes
     # what the absolute criterion sees, so ordinary logits go through untouched, as in the release.
-    if z.numel() and z.max() > 700:
-        z = z - z.max()
+    top = z.max() if z.numel() else z.new_tensor(-math.inf)
+    if across_processes:
+        top = distributed.global_max(top)
+    if top > 700:
+        z = z - top
     cost = z.exp()
-    n_tokens, n_experts = cost.shape
-    d0 = cost.new_ones(n_tokens)
+    n_experts = cost.shape[1]
+    n_tokens = int(over_tokens(cost.new_tensor(cost.shape[0])).item()) if across_processes else cost.shape[0]
+    d0 = cost.new_ones(cost.shape[0])
     if init == "blackmamba":
         # No eps here, as in the release; the clamp only keeps an all-underflowed column finite.
-        d1 = 1.0 / (n_experts * cost.sum(dim=0).clamp_min(torch.finfo(torch.float64).tiny))
+        d1 = 1.0 / (n_experts * over_tokens(cost.sum(dim=0)).clamp_min(torch.finfo(torch.float64).tiny))
     else:
         d1 = cost.new_ones(n_experts)
 
@@ -130,7 +147,7 @@ def sinkhorn(logits: torch.Tensor, temperature: float = 0.5, init: str = "blackm
     while iterations < max_iter:
         d1_old = d1
         d0 = (1.0 / n_tokens) / (cost @ d1 + eps)
-        d1 = (1.0 / n_experts) / (d0 @ cost + eps)
+        d1 = (1.0 / n_experts) / (over_tokens(d0 @ cost) + eps)
         iterations += 1
         change = (d1 - d1_old).abs().mean()
         if criterion == "relative":
@@ -356,7 +373,8 @@ class MoE(Block):
             balanced, self.last_sinkhorn_iters = sinkhorn(
                 logits.sigmoid() if self.sinkhorn_input == "sigmoid" else logits,
                 temperature=self.sinkhorn_temperature, init=self.sinkhorn_init, tol=self.sinkhorn_tol,
-                max_iter=self.sinkhorn_max_iter, criterion=self.sinkhorn_criterion, eps=self.sinkhorn_eps)
+                max_iter=self.sinkhorn_max_iter, criterion=self.sinkhorn_criterion, eps=self.sinkhorn_eps,
+                across_processes=distributed.initialized())
             idx = balanced.topk(k, dim=-1).indices
         else:
             idx = logits.topk(k, dim=-1).indices
@@ -440,8 +458,11 @@ class MoE(Block):
         out = ys.new_zeros(n_tokens, self.d_model).index_add(0, token_of_row, ys)  # ys is bf16 under autocast
 
         with torch.no_grad():
-            self.last_tokens_per_expert.copy_(counts)
-            self.tokens_per_expert += counts
+            # In distributed training, the global batch's counts on every process (DDP also copies
+            # rank zero's buffers to the others before each forward, so all ranks keep one count).
+            seen = distributed.global_sum(counts) if self.training else counts
+            self.last_tokens_per_expert.copy_(seen)
+            self.tokens_per_expert += seen
         if probs is not None:
             # Switch load balancing: f_i = share of the N*k assignments, P_i = mean router prob.
             f = counts.to(probs.dtype) / (n_tokens * k)

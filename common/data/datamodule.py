@@ -13,7 +13,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from common.config import bounded
 from common.data.manifest import manifest_fingerprint
@@ -28,21 +28,41 @@ def collate_lm(rows: list[dict]) -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": mask, "labels": input_ids.masked_fill(mask == 0, -100)}
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A permutation of `range(n)` drawn from (seed, epoch); Lightning calls `set_epoch`."""
+class EpochShuffleSampler(DistributedSampler):
+    """A permutation of `range(n)` drawn from (seed, epoch); Lightning calls `set_epoch`.
 
-    def __init__(self, n: int, seed: int):
+    Process `rank` of `replicas` takes every `replicas`-th index of it, starting at its rank (the
+    permutation padded with its own start to a multiple of `replicas`). So at every step the
+    processes of a distributed run train together on exactly the rows one process would train on
+    with their summed batch size. Lightning wraps any other sampler in a `DistributedSampler` that
+    draws a permutation of its own; it leaves a `DistributedSampler` as it is."""
+
+    def __init__(self, n: int, seed: int, rank: int = 0, replicas: int = 1):
+        # Not DistributedSampler.__init__, which wants a dataset and a process group: only its type is used.
         self.n, self.seed, self.epoch = n, seed, 0
+        self.rank, self.replicas = rank, replicas
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=generator).tolist())
+        order = torch.randperm(self.n, generator=generator).tolist()
+        if self.replicas == 1:
+            return iter(order)
+        order += order[:len(self) * self.replicas - self.n]
+        return iter(order[self.rank::self.replicas])
 
     def __len__(self) -> int:
-        return self.n
+        return -(-self.n // self.replicas)
+
+
+def training_loader(rows, batch_size: int, seed: int, trainer: L.Trainer | None, **kwargs) -> DataLoader:
+    """The resumable, epoch-shuffled training loader of a data module, sharded over the processes of
+    `trainer` (the data module's, None outside a fit)."""
+    rank, replicas = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+    sampler = EpochShuffleSampler(len(rows), seed, rank, replicas)
+    return ResumableDataLoader(rows, batch_size=batch_size, sampler=sampler, **kwargs)
 
 
 class ResumableDataLoader(DataLoader):
@@ -120,9 +140,8 @@ class TextDataModule(L.LightningDataModule):
                                                                                         self.val_split]})
 
     def train_dataloader(self) -> DataLoader:
-        train = self.data[self.train_split]
-        return ResumableDataLoader(train, batch_size=self.batch_size,
-                                   sampler=EpochShuffleSampler(len(train), self.seed), **self._loader_kwargs())
+        return training_loader(self.data[self.train_split], self.batch_size, self.seed, self.trainer,
+                               **self._loader_kwargs())
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.data[self.val_split], batch_size=self.batch_size, shuffle=False, **self._loader_kwargs())

@@ -1,6 +1,6 @@
 """DataModules for the synthetic task suites: MAD (token targets) and Long Range Arena (one label per
 sequence). Both generate their data in `setup` from their task config, so a DataModule is all a
-Lightning run needs; the training loader is the resumable, epoch-seeded one of `TextDataModule`.
+Lightning run needs; the training loader is the resumable, epoch-seeded one of `TextDataModule` (`training_loader`).
 
 Batches:
   MADDataModule  {"input_ids": [B, T], "labels": [B, T]} with -100 on unscored positions; the
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from common.data.datamodule import EpochShuffleSampler, ResumableDataLoader
+from common.data.datamodule import training_loader
 from common.data.lra import LRATaskConfig, load_splits, lra_splits
 from common.data.mad import MADTaskConfig, generate
 from common.data.manifest import config_fingerprint, manifest_fingerprint
@@ -56,8 +56,7 @@ class _ArrayDataModule(L.LightningDataModule):
         self.val: ArrayRows | None = None
 
     def train_dataloader(self) -> DataLoader:
-        return ResumableDataLoader(self.train, batch_size=self.batch_size,
-                                   sampler=EpochShuffleSampler(len(self.train), self.seed), **self._kwargs())
+        return training_loader(self.train, self.batch_size, self.seed, self.trainer, **self._kwargs())
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val, batch_size=self.batch_size, shuffle=False, **self._kwargs())

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                                "max_steps": cfg.trainer.max_steps, "tasks": {}}
     jobs = [{"lm": cfg.model, "task": task, "trainer": cfg.trainer, "run_dir": args.run_dir / name.replace("/", "__"),
              "optim": cfg.optim, "batch_size": cfg.batch_size, "seed": cfg.seed} for name, task in tasks.items()]
-    for (name, task), scores in zip(tasks.items(), run_jobs(train_on_mad, jobs, cfg.workers)):
+    for (name, task), scores in zip(tasks.items(), run_jobs(train_on_mad, jobs, cfg.trainer.job_workers(cfg.workers))):
         results["tasks"][name] = {**scores, "chance": chance_accuracy(task), "task": asdict(task)}
         log.info("%s: accuracy %.3f (chance %.3f)", name, scores["accuracy"], results["tasks"][name]["chance"])
     results["mad_score"] = mad.mad_score({n: r["accuracy"] for n, r in results["tasks"].items()})

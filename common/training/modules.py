@@ -96,12 +96,16 @@ class CausalLMModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss, logits, targets = self._step(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        # Under DDP each process holds a share of the batch: the logged loss and accuracy are the
+        # global batch's (the mean over processes of equal shares; the accuracy from summed counts),
+        # as one process training on the whole batch would log them.
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         # The argmax over [B, T, vocabulary] costs a third of a small model's step; only the steps
         # that record the accuracy pay for it, so every recorded value is what it was.
         if self._step_is_recorded():
-            self.train_acc(logits.argmax(-1), targets)
-            self.log("train/acc", self.train_acc)
+            self.train_acc.update(logits.argmax(-1), targets)
+            self.log("train/acc", self.train_acc.compute())  # compute() sums the counts over processes
+            self.train_acc.reset()
         optimizers = self.optimizers()
         first = optimizers[0] if isinstance(optimizers, list) else optimizers  # modules with several optimizers
         self.log("train/lr", first.param_groups[0]["lr"])
@@ -109,7 +113,7 @@ class CausalLMModule(L.LightningModule):
         # but not the reported language-modelling loss.
         aux = self.net.aux_loss() if hasattr(self.net, "aux_loss") else None
         if aux is not None:
-            self.log("train/aux_loss", aux)
+            self.log("train/aux_loss", aux, sync_dist=True)
             loss = loss + aux
         return loss
 
@@ -120,6 +124,8 @@ class CausalLMModule(L.LightningModule):
         self.log("val/acc", self.val_acc)
 
     def on_validation_epoch_end(self):
+        # Already over every process's batches (the metric sums its state over processes), so not
+        # averaged again: a mean of equal values over 3 processes need not give the value back.
         loss = self.val_loss.compute()
         self.val_loss.reset()
         self.log("val/loss", loss, prog_bar=True, sync_dist=False)
@@ -170,9 +176,10 @@ class SequenceClassificationModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss, preds = self._step(batch)
-        self.train_acc(preds, batch["label"])
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/acc", self.train_acc)
+        self.train_acc.update(preds, batch["label"])
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # as CausalLMModule logs them
+        self.log("train/acc", self.train_acc.compute())
+        self.train_acc.reset()
         return loss
 
     def validation_step(self, batch, batch_idx):

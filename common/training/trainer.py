@@ -82,6 +82,21 @@ class TrainerConfig:
         if not (self.devices == "auto" or (isinstance(self.devices, int) and self.devices >= 1)):
             raise ConfigError(f"devices: a count of at least 1 or 'auto', got {self.devices!r}")
 
+    def spans_processes(self) -> bool:
+        """Whether training runs in several processes (DDP, FSDP, several nodes); `devices: auto` may."""
+        return self.devices != 1 or self.num_nodes > 1
+
+    def job_workers(self, workers: int | None) -> int | None:
+        """How many worker processes a stage's independent runs may use under this trainer: its
+        `workers`, or 1 when training spans several processes. Lightning's launcher starts the other
+        ranks by running the stage's command again, which a pool of workers would do once per
+        worker; the ranks are the parallelism then, and the runs go one after another."""
+        if self.spans_processes() and workers != 1:
+            log.info("training spans several processes (devices %s, nodes %d): the stage's runs go one "
+                     "after another", self.devices, self.num_nodes)
+            return 1
+        return workers
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes each checkpoint to a temporary file and renames it into place, so a process killed
@@ -159,6 +174,9 @@ def quiet_lightning() -> None:
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
+    # Under DDP, for values that are global already (`CausalLMModule.on_validation_epoch_end`).
+    warnings.filterwarnings("ignore",
+                            message=r"It is recommended to use `self.log\('val/(loss|ppl)', \.\.\., sync_dist=True\)`")
 
 
 def keep_freed_memory() -> None:
@@ -179,7 +197,11 @@ def keep_freed_memory() -> None:
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
 
 
-def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Callback] = ()) -> L.Trainer:
+def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Callback] = (),
+                  skips_parameters: bool = False) -> L.Trainer:
+    """The Lightning trainer of `cfg`. `skips_parameters`: the module's steps leave some parameters
+    without a gradient, which DDP refuses unless it searches the graph for them every step; only
+    such modules pay for that search."""
     run_dir = Path(run_dir)
     quiet_lightning()
     if cfg.threads is not None:
@@ -197,9 +219,12 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     if cfg.accelerator not in (runnable := runnable_accelerators()):  # a valid name, `cuda` with no GPU
         raise ConfigError(f"trainer.accelerator: {cfg.accelerator!r} cannot run on this machine; it runs: "
                           f"{', '.join(runnable)}")
+    strategy = cfg.strategy
+    if skips_parameters and strategy == "ddp":
+        strategy = "ddp_find_unused_parameters_true"
     try:
         return L.Trainer(
-            accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
+            accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
             precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
             val_check_interval=cfg.val_every_n_steps, check_val_every_n_epoch=None,
             limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
@@ -210,7 +235,8 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
             callbacks=[*guards, *([StepProgressBar()] if bar else []), *callbacks],
             plugins=[AtomicCheckpointIO()],
         )
-    except MisconfigurationException as err:  # settings this machine cannot run: more devices than it has
+    # Settings this machine cannot run (more devices than it has; Lightning's `fsdp` on CPU, a ValueError).
+    except (MisconfigurationException, ValueError) as err:
         raise ConfigError(f"trainer: {err}") from None
 
 
@@ -281,7 +307,8 @@ def run_training(build: Callable[[], L.LightningModule], datamodule: L.Lightning
     module = build()
     L.seed_everything(seed, workers=True, verbose=False)
     metrics = MetricsJSON(metrics_path or run_dir / "metrics.json", extra=metrics_extra)
-    trainer = build_trainer(cfg, run_dir, callbacks=[metrics, *callbacks])
+    skips = any(getattr(part, "skips_parameters", False) for part in module.modules())
+    trainer = build_trainer(cfg, run_dir, callbacks=[metrics, *callbacks], skips_parameters=skips)
     # The bar is display only: turning it on or off never restarts a run.
     trainer_key = {k: v for k, v in asdict(cfg).items() if k != "progress_bar"}
     key = {"config": run_config, "trainer": trainer_key, "seed": seed, "data": datamodule.fingerprint()}

@@ -75,14 +75,17 @@ def flops_to_reach(curve: list[tuple[float, float]], target: float) -> float | N
 
 
 def train_one(name: str, seed: int, lm_cfg: LMConfig, data: Path, loader: LoaderConfig, optim: OptimConfig,
-              trainer: TrainerConfig, run_dir: Path, model_dir: Path, flops_per_step: float) -> dict:
-    """One model, one seed: train, save, and return its curve on the FLOP axis."""
+              trainer: TrainerConfig, run_dir: Path, model_dir: Path, flops_per_process_step: float) -> dict:
+    """One model, one seed: train, save, and return its curve on the FLOP axis. A step trains
+    `loader.batch_size` rows in each process of the run (several under DDP)."""
     log.info("training %s, seed %d", name, seed)
     net, run = train_language_model(lm_cfg, data, loader, optim, trainer, run_dir, seed)
     save_language_model(net, model_dir)
-    history = [{**row, "train_flops": row["step"] * flops_per_step} for row in run.history]
+    processes = run.trainer.world_size
+    history = [{**row, "train_flops": row["step"] * flops_per_process_step * processes} for row in run.history]
     return {"final_val_loss": next(r["val/loss"] for r in reversed(history) if "val/loss" in r),
-            "steps": history[-1]["step"], "train_seconds_in_parallel": history[-1]["elapsed_s"], "history": history}
+            "steps": history[-1]["step"], "train_seconds_in_parallel": history[-1]["elapsed_s"], "history": history,
+            "processes": processes}
 
 
 def val_curve(run: dict) -> list[tuple[float, float]]:
@@ -127,21 +130,25 @@ def main(argv: list[str] | None = None) -> None:
     n_ctx = len(tokenized["train"][0]["input_ids"])
     chance = unigram_loss(tokenized["train"]["input_ids"], tokenized["validation"]["input_ids"], vocab_size)
     configs = {**model_configs(cfg, vocab_size, n_ctx), **routing_model_config(cfg, vocab_size, n_ctx)}
-    tokens_per_step = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches * n_ctx
+    tokens_per_process_step = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches * n_ctx
 
     models, jobs = {}, []
     for name, lm_cfg in configs.items():
         count = count_lm(lm_cfg)
         models[name] = {"pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat, "params": count.params,
                         "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token}
-        flops_per_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_step
+        flops_per_process_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_process_step
         jobs += [{"name": name, "seed": seed, "lm_cfg": lm_cfg, "data": args.data, "loader": cfg.data,
                   "optim": cfg.optim, "trainer": cfg.trainer, "run_dir": args.run_dir / name / f"seed{seed}",
-                  "model_dir": args.models_out / name / f"seed{seed}", "flops_per_step": flops_per_step}
+                  "model_dir": args.models_out / name / f"seed{seed}", "flops_per_process_step": flops_per_process_step}
                  for seed in cfg.seeds]
     # Blocks per model as the cost: the deep routing model's runs start first rather than last.
-    for job, run in zip(jobs, run_jobs(train_one, jobs, cfg.workers, cost=lambda job: len(job["lm_cfg"].layers))):
+    runs = run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers),
+                    cost=lambda job: len(job["lm_cfg"].layers))
+    for job, run in zip(jobs, runs):
         models[job["name"]].setdefault("seeds", {})[str(job["seed"])] = run
+    (processes,) = {run.pop("processes") for run in runs}  # every run trains with the same trainer
+    tokens_per_step = tokens_per_process_step * processes
 
     seeds = [str(seed) for seed in cfg.seeds]
     compared = list(model_configs(cfg, vocab_size, n_ctx))

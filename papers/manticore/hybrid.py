@@ -54,6 +54,10 @@ def pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class Manticore(nn.Module):
+    # Parameters a step leaves without a gradient: the components' own embeddings (the hybrid has
+    # its own), and under fixed alphas every component weighted 0. DDP must be told (`run_training`).
+    skips_parameters = True
+
     def __init__(self, components: list[LanguageModel], cfg: ManticoreConfig):
         super().__init__()
         if not components:

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         networks = len(plan["networks"]) - 1 if job["model"] == "manticore" else 1
         return plan["steps"] * plan["sequence_length"] * plan["batch_size"] * networks
 
-    done = run_jobs(train_network, jobs, cfg.workers, cost=cost)
+    done = run_jobs(train_network, jobs, cfg.trainer.job_workers(cfg.workers), cost=cost)
 
     rows = {}
     for name, plan in plans.items():

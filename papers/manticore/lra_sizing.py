@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                        "sequence_length": prepared.length}
         jobs += [{"cfg": cfg, "task": name, "component": c, "budget": b, "lra_dir": args.lra,
                   "run_dir": args.run_dir / name / c / f"steps{b}"} for c in readers for b in budgets]
-    runs = run_jobs(size_run, jobs, sizing.workers, cost=lambda job: job["budget"])
+    runs = run_jobs(size_run, jobs, cfg.trainer.job_workers(sizing.workers), cost=lambda job: job["budget"])
 
     results, k = {}, 0
     for name, info in tasks.items():

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
                   "run_root": args.run_dir / entry.replace("/", "_")}
                  for kind, name in [*(("alone", name) for name in alone), *searches]]
     done = {(job["entry"], job["name"]): result
-            for job, result in zip(jobs, run_jobs(run_job, jobs, cfg.workers, cost=job_cost))}
+            for job, result in zip(jobs, run_jobs(run_job, jobs, cfg.trainer.job_workers(cfg.workers), cost=job_cost))}
 
     results = {}
     for entry in tasks:

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
                  for name, lm in networks.items() for budget in budgets]
     # The longest runs first, so that no worker is left with one long run at the end.
     order = sorted(range(len(jobs)), key=lambda i: -jobs[i]["budget"])
-    runs = dict(zip(order, run_jobs(size_run, [jobs[i] for i in order], sizing.workers)))
+    runs = dict(zip(order, run_jobs(size_run, [jobs[i] for i in order], cfg.trainer.job_workers(sizing.workers))))
 
     results, k = {}, 0
     for entry, info in tasks.items():

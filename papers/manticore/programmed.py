@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     alphas = average([torch.tensor(s["alphas"]) for s in searched.values()]).tolist()
     jobs = [{"cfg": cfg, "seed": seed, "alphas": alphas, "components_dir": args.components,
              "completions": args.completions, "general": general, "run_root": args.run_dir} for seed in cfg.seeds]
-    runs = run_jobs(run_seed, jobs, cfg.workers)
+    runs = run_jobs(run_seed, jobs, cfg.trainer.job_workers(cfg.workers))
 
     sweep, means = mean_over_seeds(runs)
     beats = all(means["programmed_val_loss"] < v for v in means["frankenmerges"].values())

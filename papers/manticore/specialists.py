@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     check_component_names(args.components, sorted({c for pair in cfg.pairs.values() for c in pair.components}))
     jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
              "run_root": args.run_dir, "pretrained": pretrained} for name in cfg.pairs for seed in cfg.seeds]
-    runs = run_jobs(run_pair, jobs, cfg.workers)
+    runs = run_jobs(run_pair, jobs, cfg.trainer.job_workers(cfg.workers))
     write_json(args.out, {"profile": profile, "config": asdict(cfg), "runs": runs})
     log.info("wrote %s", args.out)
 

@@ -75,7 +75,7 @@ def train_section(cfg: CompareConfig, sizes: ModelsConfig, vocab: int, data: Pat
                  run_dir=run_dir_of(run_root, name, seed), optim=cfg.optim, trainer=cfg.trainer,
                  batch_size=cfg.batch_size, build=build, shift_labels=shift_labels)
             for name in cfg.models for seed in cfg.seeds]
-    results = iter(run_jobs(train_one, jobs, cfg.workers))
+    results = iter(run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers)))
     return {name: {str(seed): next(results) for seed in cfg.seeds} for name in cfg.models}
 
 

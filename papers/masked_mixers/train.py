@@ -21,6 +21,7 @@ from torch import nn
 from common.config import bounded, check_distinct, seeds_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
+from common.io import atomic_file
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig, run_training
@@ -68,7 +69,8 @@ def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: 
     train_seconds = metrics.state_dict()["elapsed_s"]
     (val,) = run.trainer.validate(run.module, datamodule=datamodule, verbose=False)
     train_losses = [row["train/loss"] for row in metrics.history if "train/loss" in row]
-    torch.save(net.state_dict(), run_dir / WEIGHTS)
+    with atomic_file(run_dir / WEIGHTS, "wb") as handle:  # rank zero's only, under DDP
+        torch.save(net.state_dict(), handle)
     return {
         "steps": run.steps,
         "train_seconds": round(train_seconds, 2),
