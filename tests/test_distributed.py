@@ -67,3 +67,14 @@ def test_runs_go_in_turn_when_training_spans_processes():
 def test_fsdp_on_cpu_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^trainer: The strategy `fsdp` requires a GPU accelerator"):
         build_trainer(TrainerConfig(strategy="fsdp", devices=1), tmp_path)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "auto"])
+def test_only_modules_that_skip_parameters_make_ddp_search_for_them(tmp_path, strategy):
+    """Plain DDP refuses a step that leaves a parameter without a gradient (a Manticore's); DDP picked
+    by `strategy: auto` for several devices is told as well. Other modules keep DDP's default."""
+    cfg = TrainerConfig(strategy=strategy, devices=2)
+    told = build_trainer(cfg, tmp_path / "a", skips_parameters=True).strategy
+    plain = build_trainer(cfg, tmp_path / "b").strategy
+    assert told._ddp_kwargs.get("find_unused_parameters") is True
+    assert not plain._ddp_kwargs.get("find_unused_parameters", False)

@@ -33,6 +33,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from common.config import bounded
@@ -219,12 +220,9 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     if cfg.accelerator not in (runnable := runnable_accelerators()):  # a valid name, `cuda` with no GPU
         raise ConfigError(f"trainer.accelerator: {cfg.accelerator!r} cannot run on this machine; it runs: "
                           f"{', '.join(runnable)}")
-    strategy = cfg.strategy
-    if skips_parameters and strategy == "ddp":
-        strategy = "ddp_find_unused_parameters_true"
     try:
-        return L.Trainer(
-            accelerator=cfg.accelerator, devices=cfg.devices, strategy=strategy, num_nodes=cfg.num_nodes,
+        trainer = L.Trainer(
+            accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, num_nodes=cfg.num_nodes,
             precision=cfg.precision, max_steps=cfg.max_steps, max_epochs=-1,
             val_check_interval=cfg.val_every_n_steps, check_val_every_n_epoch=None,
             limit_val_batches=cfg.limit_val_batches, num_sanity_val_steps=0,
@@ -238,6 +236,11 @@ def build_trainer(cfg: TrainerConfig, run_dir: str | Path, callbacks: list[L.Cal
     # Settings this machine cannot run (more devices than it has; Lightning's `fsdp` on CPU, a ValueError).
     except (MisconfigurationException, ValueError) as err:
         raise ConfigError(f"trainer: {err}") from None
+    # The one keyword Lightning's `ddp_find_unused_parameters_true` sets; set here, it also reaches the
+    # DDP that `strategy: auto` picks on several GPUs.
+    if skips_parameters and isinstance(trainer.strategy, DDPStrategy):
+        trainer.strategy._ddp_kwargs["find_unused_parameters"] = True
+    return trainer
 
 
 def runnable_accelerators() -> list[str]:
