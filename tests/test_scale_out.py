@@ -263,3 +263,36 @@ def test_a_killed_ddp_run_resumes(smoke_data, tmp_path):
     resumed, whole = (json.loads((d / "metrics.json").read_text()) for d in (killed, straight))
     assert resumed["final"]["step"] == 60
     assert_same_results(resumed["final"], whole["final"])
+
+
+def ddp_everywhere(repo: Path) -> list[str]:
+    """Switch every section of `repo` whose base declares a trainer to two DDP processes at smoke
+    (trainer keys only); the sections switched."""
+    switched = []
+    for path in [repo / "params.yaml", *sorted((repo / "papers").glob("*/params.yaml"))]:
+        params = yaml.safe_load(path.read_text())
+        for name, section in params.items():
+            if isinstance(section, dict) and "trainer" in (section.get("base") or {}):
+                block = section.get("smoke") or {}
+                block["trainer"] = {**(block.get("trainer") or {}), "strategy": "ddp", "devices": 2}
+                section["smoke"] = block
+                switched.append(f"{path.relative_to(repo)}:{name}")
+        path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return switched
+
+
+@pytest.mark.slow  # a paper's whole pipeline under DVC, every training stage in two processes: 5 to 15 min
+@pytest.mark.parametrize("paper", ["blackmamba", "masked_mixers", "manticore"])
+def test_every_training_stage_runs_under_ddp(paper, tmp_path):
+    """Not compared with one process (the tests above do that per path): every stage of the paper's
+    pipeline, and of the root one it reads, runs to its outputs and its verdicts with each trainer
+    spanning two processes."""
+    from common.claims.ledger import check_ledger
+    from tests.test_dvc import _run, copy_checkout
+
+    repo = copy_checkout(tmp_path / "repo", profile="smoke")
+    assert len(ddp_everywhere(repo)) >= 8
+    done = _run([sys.executable, "-m", "dvc", "repro", f"papers/{paper}/dvc.yaml"], repo, timeout=3600)
+    log = done.stdout + done.stderr
+    assert "[local_rank 1" in log and "Traceback" not in log, log[-3000:]
+    check_ledger(json.loads((repo / "papers" / paper / "results" / "claims.json").read_text())["claims"])
