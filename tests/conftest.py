@@ -112,15 +112,25 @@ def rebuilt_ledger(paper: str) -> tuple[list[dict], list[dict]]:
 def smoke_params(**overrides) -> dict:
     """The repository's params.yaml switched to the smoke profile, with `section.key` overrides
     applied to the smoke block, e.g. `smoke_params(**{"lm_baseline.trainer.max_steps": 8})`."""
-    params = copy.deepcopy(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["profile"] = "smoke"
     for dotted, value in overrides.items():
-        section, *path = dotted.split(".")
-        node = params[section].setdefault("smoke", {}) or {}
-        params[section]["smoke"] = node
-        for key in path[:-1]:
+        section, key = dotted.split(".", 1)
+        params = with_overrides(params, section, {key: value})
+    return params
+
+
+def with_overrides(params: dict, section: str, overrides: dict) -> dict:
+    """A copy of `params` with dotted `overrides` (`trainer.max_steps`) set in `section`'s smoke block."""
+    params = copy.deepcopy(params)
+    block = params[section].get("smoke") or {}
+    params[section]["smoke"] = block
+    for dotted, value in overrides.items():
+        *path, last = dotted.split(".")
+        node = block
+        for key in path:
             node = node.setdefault(key, {})
-        node[path[-1]] = value
+        node[last] = value
     return params
 
 

@@ -30,7 +30,6 @@ simultaneous) and fixed-weight retraining on text (`nl_experiments`; `programmed
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -43,7 +42,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_module, smoke_params, write_params
+from tests.conftest import ROOT, run_module, smoke_params, with_overrides, write_params
 
 pytestmark = pytest.mark.pipeline  # end to end: `make test-pipeline`
 
@@ -59,19 +58,6 @@ def paper_params(paper: str, section: str, overrides: dict) -> dict:
     params = yaml.safe_load((ROOT / "papers" / paper / "params.yaml").read_text())
     params["profile"] = "smoke"  # a paper's params file names no profile; the stage reads it here first
     return with_overrides(params, section, overrides)
-
-
-def with_overrides(params: dict, section: str, overrides: dict) -> dict:
-    params = copy.deepcopy(params)
-    block = params[section].get("smoke") or {}
-    params[section]["smoke"] = block
-    for dotted, value in overrides.items():
-        *path, last = dotted.split(".")
-        node = block
-        for key in path:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return params
 
 
 def one_and_two_processes(tmp_path: Path, module: str, params: dict, section: str, batch_key: str,
