@@ -1,0 +1,160 @@
+"""How long each stage of a pipeline takes, measured as `dvc repro` runs it, and the tables of the
+docs pages generated from those measurements (never typed).
+
+    python -m common.stage_times run blackmamba    # `dvc repro papers/blackmamba/dvc.yaml`, timed
+    python -m common.stage_times render             # the tables between <!-- stage-times --> markers
+
+`run` runs `dvc repro` of the pipeline (the root data stages it reads included) and passes its
+output through. Each stage is timed from DVC's "Running stage" line to the next stage's (or to the
+end), so a stage's time includes its start-up and DVC's hashing of what it wrote: what a user
+waits for. A stage DVC skips is recorded as kept. The record, `timings/<pipeline>.json`, is kept in
+git as results are, and names the commit, date, profile, the machine (CPU model, cores, AVX-512,
+torch's kernel level) and whether every stage ran, which is what a fresh clone does. No verdict
+reads it: wall time ranks machine load.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common.errors import ArgumentParser, DataError, exit_on_user_error
+from common.eval.report import replace_between_markers
+from common.io import atomic_file, load_json, write_json
+
+log = logging.getLogger("stage_times")
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = ROOT / "timings"
+PIPELINES = {"root": "dvc.yaml", **{path.parent.name: str(path.relative_to(ROOT))
+                                    for path in sorted((ROOT / "papers").glob("*/dvc.yaml"))}}
+PAGES = {"root": "docs/pipelines.md", **{paper: f"docs/{paper}/scale-and-time.md" for paper in PIPELINES
+                                         if paper != "root"}}
+BEGIN, END = "<!-- stage-times -->", "<!-- /stage-times -->"
+RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)':")
+KEPT = re.compile(r"^Stage '(?P<stage>[^']+)' didn't change, skipping")
+
+
+def stage_times(lines: list[tuple[float, str]], finished: float) -> list[dict]:
+    """Per stage, in the order DVC took them: seconds from its "Running stage" line to the next
+    stage's line or to `finished`; kept stages with no time. `lines` are (monotonic time, text)."""
+    stages, running = [], None
+    for stamp, text in lines:
+        ran, kept = RUNNING.match(text), KEPT.match(text)
+        if (ran or kept) and running is not None:
+            running["seconds"] = stamp - running.pop("_start")
+            running = None
+        if ran:
+            running = {"stage": ran["stage"], "ran": True, "_start": stamp}
+            stages.append(running)
+        elif kept:
+            stages.append({"stage": kept["stage"], "ran": False, "seconds": None})
+    if running is not None:
+        running["seconds"] = finished - running.pop("_start")
+    return stages
+
+
+def machine() -> dict:
+    import torch
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown") if Path("/proc/cpuinfo").is_file() else "unknown"
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    return {"cpu": model, "cores": os.cpu_count(), "avx512": " avx512f" in flags,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def run(pipeline: str, out: Path) -> int:
+    """`dvc repro` of the pipeline, its output passed through, each stage timed; the record to `out`."""
+    from common.config import active_profile, load_yaml
+
+    command = [sys.executable, "-m", "dvc", "repro", PIPELINES[pipeline]]
+    # Stage commands call `python`: this interpreter's, as under `make`.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    started, lines = time.monotonic(), []
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, bufsize=1) as process:
+        for text in process.stdout:
+            lines.append((time.monotonic(), text.rstrip("\n")))
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    finished = time.monotonic()
+    if process.returncode != 0:
+        log.error("`dvc repro %s` failed; no record written", PIPELINES[pipeline])
+        return process.returncode
+    stages = stage_times(lines, finished)
+    profile = active_profile(load_yaml(ROOT / "params.yaml"), where="params.yaml")
+    record = {"pipeline": pipeline, "command": f"dvc repro {PIPELINES[pipeline]}", "profile": profile,
+              "commit": git("rev-parse", "--short", "HEAD"),
+              "tree_clean": not git("status", "--porcelain", "--untracked-files=no"),
+              "date": datetime.date.today().isoformat(), "machine": machine(),
+              "every_stage_ran": all(stage["ran"] for stage in stages),
+              "total_seconds": finished - started, "stages": stages}
+    write_json(out, record)
+    log.info("%s: %.1f min; wrote %s", pipeline, record["total_seconds"] / 60, out)
+    return 0
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def table(record: dict) -> str:
+    """The record as a page's table: a row per stage, then the whole run."""
+    cpu = record["machine"]
+    avx = "with AVX-512" if cpu["avx512"] else "without AVX-512"
+    how = ("every stage run, as from a fresh clone" if record["every_stage_ran"]
+           else "stages DVC kept are marked so")
+    rows = [f"| `{stage['stage'].split(':')[-1]}`{' (root)' if ':' not in stage['stage'] else ''} | "
+            f"{_minutes(stage['seconds']) if stage['ran'] else 'kept, not run'} |" for stage in record["stages"]]
+    return (f"_Generated by `python -m common.stage_times render` from `timings/{record['pipeline']}.json`, "
+            f"measured by `python -m common.stage_times run {record['pipeline']}` ({record['command']}) at "
+            f"`{record['profile']}` on {record['date']}, commit {record['commit']}"
+            f"{'' if record['tree_clean'] else ' with local changes'}: {cpu['cores']} cores of an {cpu['cpu']} "
+            f"{avx} (torch kernels: {cpu['torch_cpu_capability']}), {how}. A stage's time includes its start-up "
+            f"and DVC's hashing._\n\n| stage | time |\n| --- | --- |\n" + "\n".join(rows) +
+            f"\n| the pipeline | {_minutes(record['total_seconds'])} |\n")
+
+
+def render(pipelines: list[str]) -> None:
+    for pipeline in pipelines:
+        path = RECORDS / f"{pipeline}.json"
+        if not path.is_file():
+            raise DataError(f"{path}: no record of {pipeline}'s stage times; measure it with "
+                            f"`python -m common.stage_times run {pipeline}`")
+        page = ROOT / PAGES[pipeline]
+        text = replace_between_markers(page.read_text(), BEGIN, END, table(load_json(path)))
+        with atomic_file(page, "w") as handle:
+            handle.write(text)
+        log.info("wrote the stage times of %s into %s", pipeline, PAGES[pipeline])
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m common.stage_times", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    timed = commands.add_parser("run", help="run and time one pipeline with `dvc repro`")
+    timed.add_argument("pipeline", choices=list(PIPELINES))
+    timed.add_argument("--out", type=Path, default=None, help="the record (default: timings/<pipeline>.json)")
+    shown = commands.add_parser("render", help="write the recorded times into the docs pages")
+    shown.add_argument("--pipelines", nargs="+", choices=list(PIPELINES), default=None,
+                       help="default: every pipeline with a record")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return run(args.pipeline, args.out or RECORDS / f"{args.pipeline}.json")
+    render(args.pipelines or [p for p in PIPELINES if (RECORDS / f"{p}.json").is_file()])
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    sys.exit(main())
