@@ -252,6 +252,26 @@ def test_groups_of_parts_pass_when_one_of_their_parts_does():
                                                        chance=5.0))["c"]["verdict"] == "not reproduced"
 
 
+def test_counted_outcomes_of_grouped_parts_decide_per_part_then_per_group():
+    """k_of_n over parts: each part's hits counted by the exact binomial test (6 of 6 decides at share
+    1/2, 5 of 6 does not: P(X >= 5) = 7/64), then two of three groups needed; fewer seeds than
+    declared decide nothing."""
+    counted = claim(judge="k_of_n", share=0.5, at_least=2, seeds=6, chance=0.5)
+    parts = {"a1": [1, 1, 1, 1, 1, 1], "a2": [0, 1, 0, 0, 1, 0], "b1": [1, 1, 1, 1, 1, 0], "b2": [1, 1, 1, 1, 1, 1],
+             "c1": [0, 0, 0, 0, 0, 0], "c2": [0, 1, 0, 0, 0, 0]}
+    groups = {"a": ["a1", "a2"], "b": ["b1", "b2"], "c": ["c1", "c2"]}
+    row = build(spec_of(counted), Evidence(arms={"searched": [2.0] * 6}, parts=parts, groups=groups))["c"]
+    assert row["verdict"] == "reproduced" and row["why"].startswith("2 of 3 pass, at least 2 needed")
+    parts["b2"] = [1, 1, 1, 1, 1, 0]
+    six = {"searched": [2.0] * 6}
+    assert build(spec_of(counted), Evidence(arms=six, parts=parts, groups=groups))["c"]["verdict"] == "inconclusive"
+    parts["b1"] = parts["b2"] = parts["c2"] = [0, 0, 0, 0, 0, 0]  # b and c fail: 0 of 6 rejects 1/2 or more
+    assert build(spec_of(counted), Evidence(arms=six, parts=parts, groups=groups))["c"]["verdict"] == "not reproduced"
+    three = {name: [1, 1, 1] for name in parts}
+    row = build(spec_of(counted), Evidence(arms={"searched": [2.0] * 3}, parts=three, groups=groups))["c"]
+    assert row["verdict"] == "inconclusive" and "a unanimous count decides from 6 seeds" in row["why"]
+
+
 def test_a_claim_scoped_to_other_profiles_has_no_row_here():
     scoped = claim(profiles=["paper"])
     evidence = Evidence(difference=[0.5, 0.5, 0.6], chance=5.0)

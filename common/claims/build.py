@@ -19,7 +19,8 @@ The judges:
   fails, the row is `direction reproduced` when every seed points the paper's way.
 - `equivalence` and `non_inferiority`, with their `margin` (a number, or the name of a fact).
 - `within`: a value claimed to lie in a `band` (near one end of its `scale`), on its seeds' interval.
-- `k_of_n`: an outcome in more than `share` of the seeds.
+- `k_of_n`: an outcome in more than `share` of the seeds; with `parts` (per part, 1 or 0 per seed),
+  each part counted so and the parts counted as for `difference`.
 - `detector`: an event that happens (`claimed: true`) or never happens in every run, read by a
   detector that must fire on its constructed positive case.
 - `count`: a claim that holds on `at_least` of the claims it names (`of`: "most tasks").
@@ -270,34 +271,42 @@ def interval_judge(claim: dict[str, Any], evidence: Evidence,
 
 def judge_parts(judge: Callable[[list[float]], rules.Judgement], evidence: Evidence, bounds: tuple[float, ...],
                 at_least: int | None) -> tuple[rules.Judgement, float | None]:
-    """Each part judged (and settled on its own curve where the evidence gives one). A group of parts
-    passes when one of its parts does and fails when all do not reproduce (each part is its own group
-    unless the evidence groups them); the row needs `at_least` passing groups (all, by default):
-    `reproduced` when it has them (`direction reproduced` when one of them passes only in direction),
-    `not reproduced` when too few can still pass, else `inconclusive`. The margin is the smallest of
-    the parts', for a row that needs them all."""
+    """Each part judged on its interval (and settled on its own curve where the evidence gives one),
+    then the parts counted by `judge_groups`. The margin is the smallest of the parts', for a row that
+    needs them all."""
     judged = {}
     for name, values in evidence.parts.items():
         judged[name] = judge(values)
         if name in (evidence.part_changes or {}):
             judged[name] = rules.settle(judged[name], judge, values, evidence.part_changes[name])
-    groups = evidence.groups or {name: [name] for name in judged}
-    needed = len(groups) if at_least is None else at_least
-    passing = [g for g, names in groups.items() if any(judged[n][0] in rules.PASSING for n in names)]
-    failing = [g for g, names in groups.items() if all(judged[n][0] == "not reproduced" for n in names)]
+    judgement, needed, groups = judge_groups(judged, evidence.groups, at_least)
+    margins = [rules.margin(*rules.interval(values), bounds) for values in evidence.parts.values()]
+    known = [m for m in margins if m is not None]
+    return judgement, (min(known) if len(known) == len(margins) and needed == len(groups) else None)
+
+
+def judge_groups(judged: dict[str, rules.Judgement], groups: dict[str, list[str]] | None,
+                 at_least: int | None) -> tuple[rules.Judgement, int, dict[str, list[str]]]:
+    """Parts already judged, counted: a group of parts passes when one of its parts does and fails
+    when all do not reproduce (each part is its own group unless `groups` says otherwise); the row
+    needs `at_least` passing groups (all, by default): `reproduced` when it has them (`direction
+    reproduced` when one of them passes only in direction), `not reproduced` when too few can still
+    pass, else `inconclusive`. Also the groups needed and the groups."""
+    named = groups or {name: [name] for name in judged}
+    needed = len(named) if at_least is None else at_least
+    passing = [g for g, names in named.items() if any(judged[n][0] in rules.PASSING for n in names)]
+    failing = [g for g, names in named.items() if all(judged[n][0] == "not reproduced" for n in names)]
     if len(passing) >= needed:
-        sized = sum(any(judged[n][0] == "reproduced" for n in groups[g]) for g in passing)
+        sized = sum(any(judged[n][0] == "reproduced" for n in named[g]) for g in passing)
         verdict = "reproduced" if sized >= needed else "direction reproduced"
-    elif len(groups) - len(failing) < needed:
+    elif len(named) - len(failing) < needed:
         verdict = "not reproduced"
     else:
         verdict = "inconclusive"
     why = "; ".join(f"{name}: {why}" for name, (_, why) in judged.items())
-    if needed < len(groups) or evidence.groups:
-        why = f"{len(passing)} of {len(groups)} pass, at least {needed} needed ({why})"
-    margins = [rules.margin(*rules.interval(values), bounds) for values in evidence.parts.values()]
-    known = [m for m in margins if m is not None]
-    return (verdict, why), (min(known) if len(known) == len(margins) and needed == len(groups) else None)
+    if needed < len(named) or groups:
+        why = f"{len(passing)} of {len(named)} pass, at least {needed} needed ({why})"
+    return (verdict, why), needed, named
 
 
 def judge_count(claim: dict[str, Any], verdicts: dict[str, str]) -> rules.Judgement:
@@ -345,6 +354,13 @@ def judge_claim(claim: dict[str, Any], evidence: Evidence,
         judgement = judge_exact(claim, evidence.facts)
     elif kind == "count":
         judgement = judge_count(claim, verdicts)
+    elif kind == "k_of_n" and evidence.parts is not None:  # per part, a 1 or 0 per seed: the outcome or not
+        share = claim.get("share", 0.5)
+        judged = {name: (rules.judge_k_of_n(int(sum(hits)), len(hits), share)[0], f"{int(sum(hits))} of {len(hits)}")
+                  for name, hits in evidence.parts.items()}
+        verdict, why = judge_groups(judged, evidence.groups, claim.get("at_least"))[0]
+        judgement = verdict, (f"{why}; each part's count by the exact binomial test against a rate of {share:.0%}, "
+                              f"which a unanimous count decides from {rules.seeds_to_decide(share)} seeds")
     elif kind == "k_of_n":
         judgement = rules.judge_k_of_n(evidence.hits, evidence.n, claim.get("share", 0.5))
     elif kind == "detector":
