@@ -62,9 +62,30 @@ def active_profile(params: dict[str, Any], where: str = "params") -> str:
     return profile
 
 
-def stage_config(params: dict[str, Any], section: str, cls: type[T], profile: str | None = None) -> T:
-    """Build `cls` from `params[section]`, merging its `base` block with the active profile's."""
+def stage_config(params: dict[str, Any], section: str, cls: type[T], profile: str | None = None,
+                 shared: tuple[str, type] | None = None) -> T:
+    """Build `cls` from `params[section]`, merging its `base` block with the active profile's.
+
+    `shared`: a section another stage reads too, and its class (a base class of `cls`), whose keys
+    this stage reads as its own. Kept apart so that each stage's DVC params name only what it reads;
+    the shared block is checked on its own first, so that an error names the section it is in, and
+    a key of the shared class may be set only there."""
     profile = profile or active_profile(params)
+    merged = profile_block(params, section, profile)
+    if shared is not None:
+        shared_section, shared_cls = shared
+        common = profile_block(params, shared_section, profile)
+        from_dict(shared_cls, common, where=f"{shared_section}.{profile}")
+        owned = {f.name for f in dataclasses.fields(shared_cls)}
+        if misplaced := sorted(set(merged) & owned):
+            raise ConfigError(f"{section}.{misplaced[0]}: set in {shared_section}, which {section} reads with the "
+                              f"other stages that share it; move it there")
+        merged = {**common, **merged}
+    return from_dict(cls, merged, where=f"{section}.{profile}")
+
+
+def profile_block(params: dict[str, Any], section: str, profile: str) -> dict[str, Any]:
+    """`params[section]`'s `base` block merged with `profile`'s, checked for shape."""
     if section not in params:
         raise ConfigError(f"{section}: section missing from params")
     block = params[section]
@@ -76,8 +97,7 @@ def stage_config(params: dict[str, Any], section: str, cls: type[T], profile: st
     for key in ("base", profile):
         if not isinstance(block.get(key) or {}, dict):
             raise ConfigError(f"{section}.{key}: expected a mapping of settings, got {_describe(block[key])}")
-    merged = deep_merge(block.get("base") or {}, block.get(profile) or {})
-    return from_dict(cls, merged, where=f"{section}.{profile}")
+    return deep_merge(block.get("base") or {}, block.get(profile) or {})
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

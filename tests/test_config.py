@@ -82,8 +82,8 @@ def test_profiles_merge_base_and_reject_unknowns():
 
 
 def stage_sections(folder: Path) -> dict[str, type]:
-    """Section -> config class, for every stage module in `folder` that calls
-    `load_stage(args.params, "<section>", <Class>)` or `load_paper_stage(...)` (which also reads the
+    """Section -> config class (or class and shared section), for every stage module in `folder` that
+    calls `load_stage(args.params, "<section>", <Class>[, shared=...])` or `load_paper_stage(...)` (which also reads the
     paper's shared `models` section) or Masked Mixers' `clm_recipe(params_path, "<section>", <Class>)`,
     and for Masked Mixers' `compare`, which reads the section its `--section` names."""
     import importlib
@@ -94,12 +94,15 @@ def stage_sections(folder: Path) -> dict[str, type]:
     found = {}
     for path in sorted(folder.glob("*.py")):
         module = None
-        # `clm_recipe` (Masked Mixers): a section trained with the clm section's recipe.
-        for loader, section, cls in re.findall(
-                r'(load_stage|load_paper_stage|clm_recipe)\((?:args\.)?params(?:_path)?, "(\w+)", (\w+)\)',
-                path.read_text()):
+        # `clm_recipe` (Masked Mixers): a section trained with the clm section's recipe. `shared`: a
+        # section the stage reads besides its own (Manticore's mad_tasks, lra_tasks), with its class.
+        for loader, section, cls, shared in re.findall(
+                r'(load_stage|load_paper_stage|clm_recipe)\((?:args\.)?params(?:_path)?, "(\w+)", (\w+)'
+                r'(?:, shared=(\w+))?\)', path.read_text()):
             module = module or importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
-            found[section] = getattr(module, cls)
+            found[section] = (getattr(module, cls), getattr(module, shared)) if shared else getattr(module, cls)
+            if shared:
+                found.setdefault(*getattr(module, shared))
             if loader == "load_paper_stage":
                 from papers.masked_mixers.models import ModelsConfig
 
@@ -129,7 +132,8 @@ def validate_params_files(root: Path) -> None:
         assert set(params) - {"profile"} == set(sections), f"{params_file}: every section must be read by a stage"
         for profile in PROFILES:
             for section, cls in sections.items():
-                stage_config(params, section, cls, profile)
+                cls, shared = cls if isinstance(cls, tuple) else (cls, None)
+                stage_config(params, section, cls, profile, shared=shared)
 
 
 def test_repository_params_validate_for_every_profile():

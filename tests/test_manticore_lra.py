@@ -148,11 +148,12 @@ def test_stage_end_to_end_searches_where_every_component_reads_and_programs_wher
                                      "max_depth": 3, "max_args": 3}},
                   "long": {"task": {"task": "pathfinder", "size": 32, "n_train": 4, "n_val": 4, "path_length": 4},
                            "max_steps": 1}},
-        "batch_size": 4, "eval_examples": 2, "seeds": [0, 1], "workers": 1,
+        "batch_size": 4, "eval_examples": 2, "seeds": [0, 1],
         "trainer": {"max_steps": 2, "val_every_n_steps": 2, "limit_val_batches": 1, "checkpoint_every_n_steps": 2,
                     "log_every_n_steps": 1, "progress_bar": False, "threads": 1}}}
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"profile": "smoke", "lra_experiments": section}))
+    hybrids = {"base": {"workers": 1}}
+    params.write_text(yaml.safe_dump({"profile": "smoke", "lra_tasks": section, "lra_experiments": hybrids}))
     out = tmp_path / "lra.json"
     lra_experiments.main(["--params", str(params), "--lra", str(tmp_path / "none"), "--run-dir", str(tmp_path / "runs"),
                           "--out", str(out)])
@@ -178,7 +179,7 @@ def test_stage_end_to_end_searches_where_every_component_reads_and_programs_wher
 
     # A user error is one line and exit status 2.
     section["base"]["tasks"]["short"]["data"] = "listops"
-    params.write_text(yaml.safe_dump({"profile": "smoke", "lra_experiments": section}))
+    params.write_text(yaml.safe_dump({"profile": "smoke", "lra_tasks": section, "lra_experiments": hybrids}))
     with pytest.raises(SystemExit) as exit_info:
         lra_experiments.main(["--params", str(params), "--lra", str(tmp_path / "none"),
                               "--run-dir", str(tmp_path / "runs"), "--out", str(out)])

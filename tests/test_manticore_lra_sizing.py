@@ -163,5 +163,5 @@ def test_budgets_for_a_task_the_tables_do_not_run_stop_the_stage(tmp_path, capsy
         lra_sizing.main(["--params", str(tmp_path / "params.yaml"), "--lra", str(tmp_path / "lra"),
                          "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out.json")])
     assert stop.value.code == 2
-    assert "lra_sizing.budgets.listopz: not a task of lra_experiments" in capsys.readouterr().err
+    assert "lra_sizing.budgets.listopz: not a task of lra_tasks" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()

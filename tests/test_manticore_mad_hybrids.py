@@ -4,6 +4,7 @@ three-component hybrid, as configured in papers/manticore/params.yaml for every 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -16,7 +17,13 @@ from common.blocks.moe import MoE
 from common.config import stage_config
 from common.errors import ConfigError
 from common.models.lm import LanguageModel
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
+from papers.manticore.mad_config import (
+    MAD_TASKS,
+    MADExperimentsConfig,
+    MADTasksConfig,
+    baseline_configs,
+    component_configs,
+)
 from papers.manticore.mad_experiments import build_hybrid, main
 from tests.conftest import ROOT
 
@@ -29,7 +36,7 @@ def params() -> dict:
 
 
 def config(profile: str) -> MADExperimentsConfig:
-    return stage_config(params(), "mad_experiments", MADExperimentsConfig, profile)
+    return stage_config(params(), "mad_experiments", MADExperimentsConfig, profile, shared=MAD_TASKS)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -106,27 +113,40 @@ def one_line(err: ConfigError) -> str:
 ])
 def test_config_errors_are_one_line(changes, expected):
     raw = copy.deepcopy(params())
-    section = raw["mad_experiments"]
+    shared = {f.name for f in dataclasses.fields(MADTasksConfig)}
     # replace (not merge) the changed keys, so that a test's hybrids and baselines stand alone
     for key, value in changes.items():
+        section = raw["mad_tasks" if key in shared else "mad_experiments"]
         section["base"][key] = value
         (section.get("tiny") or {}).pop(key, None)
     with pytest.raises(ConfigError, match=expected) as err:
-        stage_config(raw, "mad_experiments", MADExperimentsConfig, "tiny")
+        stage_config(raw, "mad_experiments", MADExperimentsConfig, "tiny", shared=MAD_TASKS)
     one_line(err.value)
+
+
+def test_what_both_mad_stages_read_is_set_in_mad_tasks_only():
+    """A key of the shared section set in mad_experiments would reach the tables but not mad_sizing."""
+    raw = copy.deepcopy(params())
+    raw["mad_experiments"]["tiny"]["batch_size"] = 64
+    with pytest.raises(ConfigError, match=r"^mad_experiments\.batch_size: set in mad_tasks, .* move it there$"):
+        stage_config(raw, "mad_experiments", MADExperimentsConfig, "tiny", shared=MAD_TASKS)
+    raw = copy.deepcopy(params())
+    raw["mad_tasks"]["tiny"]["batch_size"] = 0
+    with pytest.raises(ConfigError, match=r"^mad_tasks\.tiny\.batch_size"):
+        stage_config(raw, "mad_experiments", MADExperimentsConfig, "tiny", shared=MAD_TASKS)
 
 
 def test_a_block_rejecting_its_options_stops_the_stage_before_training(tmp_path, capsys):
     raw = copy.deepcopy(params())
     raw["profile"] = "smoke"
-    raw["mad_experiments"]["smoke"]["baselines"] = {"striped_mh_hyena_moe": {"blocks": {"hyena": {"n_heads": 3}}}}
+    raw["mad_tasks"]["smoke"]["baselines"] = {"striped_mh_hyena_moe": {"blocks": {"hyena": {"n_heads": 3}}}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(SystemExit) as exit_:
         main(["--params", str(path), "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out.json")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: mad_experiments.smoke.baselines.striped_mh_hyena_moe.blocks.hyena: n_heads=3 ")
+    assert err.startswith("error: mad_tasks.smoke.baselines.striped_mh_hyena_moe.blocks.hyena: n_heads=3 ")
     assert "\n" not in err and not (tmp_path / "runs").exists()
 
 
@@ -136,7 +156,7 @@ def test_worker_processes_give_the_results_of_one_process(tmp_path):
     writes what one process running the jobs in a row writes, so no job leans on another's state."""
     raw = copy.deepcopy(params())
     raw["profile"] = "smoke"
-    raw["mad_experiments"]["smoke"]["settings"] = ["mad_baseline/in-context-recall"]
+    raw["mad_tasks"]["smoke"]["settings"] = ["mad_baseline/in-context-recall"]
     outputs = {}
     for workers in (1, 2):
         raw["mad_experiments"]["smoke"]["workers"] = workers

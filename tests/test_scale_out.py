@@ -159,8 +159,8 @@ def test_masked_mixer_models(smoke_data, tmp_path, section):
 def test_manticore_on_mad(tmp_path):
     """Components and existing hybrids alone, Manticore's searches (its own components' embeddings
     unused: DDP is told) and their discretized retraining."""
-    params = paper_params("manticore", "mad_experiments", {})
-    one, ddp = one_and_two_processes(tmp_path, "papers.manticore.mad_experiments", params, "mad_experiments",
+    params = paper_params("manticore", "mad_tasks", {})  # the batch and the trainer: mad_tasks' recipe
+    one, ddp = one_and_two_processes(tmp_path, "papers.manticore.mad_experiments", params, "mad_tasks",
                                      "batch_size", lambda out: ["--run-dir", out / "runs", "--out", out / "mad.json"])
     compare_json(one / "mad.json", ddp / "mad.json")
 
@@ -178,9 +178,9 @@ def lra_data(tmp_path_factory):
 def test_manticore_on_lra(lra_data, tmp_path):
     """Classifiers, the hybrid with searched weights, and the hybrid with a component programmed out
     (weight exactly 0, so its parameters get no gradient)."""
-    params = paper_params("manticore", "lra_experiments", {"seeds": [0], "trainer.threads": 1})
+    params = paper_params("manticore", "lra_tasks", {"seeds": [0], "trainer.threads": 1})
     one, ddp = one_and_two_processes(
-        tmp_path, "papers.manticore.lra_experiments", params, "lra_experiments", "batch_size",
+        tmp_path, "papers.manticore.lra_experiments", params, "lra_tasks", "batch_size",
         lambda out: ["--lra", lra_data, "--run-dir", out / "runs", "--out", out / "lra.json"])
     compare_json(one / "lra.json", ddp / "lra.json")
 

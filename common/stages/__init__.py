@@ -95,13 +95,14 @@ def compute_summary() -> str:
     return f"cuda x{torch.cuda.device_count()} ({torch.cuda.get_device_name(0)}), {threads}"
 
 
-def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, dict[str, Any]]:
+def load_stage(params_path: Path, section: str, cls: type[T],
+               shared: tuple[str, type] | None = None) -> tuple[T, str, dict[str, Any]]:
     """Validate the stage's section for the active profile: (config, profile, raw params).
 
     The profile comes from `params_path` when it names one, else from the root `params.yaml` in
     the working directory (the case of a paper's params file; DVC runs paper stages from the
     repository root). A root file that is missing, empty or without `profile` is an error: a stage
-    never guesses its profile."""
+    never guesses its profile. `shared`: a section it reads too (see `common.config.stage_config`)."""
     configure_logging()
     params = load_yaml(params_path)
     if "profile" not in params and Path(params_path).resolve() != ROOT_PARAMS.resolve():
@@ -111,4 +112,4 @@ def load_stage(params_path: Path, section: str, cls: type[T]) -> tuple[T, str, d
         params = {**params, "profile": active_profile(load_yaml(ROOT_PARAMS), where=str(ROOT_PARAMS))}
     profile = active_profile(params, where=str(params_path))
     logging.getLogger("stage").info("%s at profile %s on %s", section, profile, compute_summary())
-    return stage_config(params, section, cls, profile), profile, params
+    return stage_config(params, section, cls, profile, shared), profile, params

@@ -1,8 +1,11 @@
-"""The LRA tables' configuration (`lra_experiments` in params.yaml), its tasks, and how a network is
-trained on one and scored.
+"""The LRA tables' configuration, its tasks, and how a network is trained on one and scored. Two
+sections of params.yaml:
 
-Read by the `lra_experiments` stage, which trains the tables, and by `lra_sizing`, which measures
-how many steps the same components need to leave chance on the same tasks.
+- `lra_tasks` (`LRATasksConfig`): the tasks, the components and their recipe. Read by the
+  `lra_experiments` stage, which trains the tables, and by `lra_sizing`, which measures how many
+  steps the same components need to leave chance on the same tasks.
+- `lra_experiments` (`LRAExperimentsConfig`, which reads `lra_tasks` too): the Manticore hybrids and
+  their search, read only by `lra_experiments`. A task's own `n_blocks` stays with the task.
 """
 
 from __future__ import annotations
@@ -57,22 +60,17 @@ class LRATask:
 
 
 @dataclass
-class LRAExperimentsConfig:
+class LRATasksConfig:
     seeds: list[int] = seeds_field(0)  # every network of every task trains once per seed
     tasks: dict[str, LRATask] = field(default_factory=dict)
     # Components as LanguageModel configs without vocab_size (set by each task); a component with
     # learned positions states its `n_ctx`, the longest sequence it can read.
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
-    projectors: bool = False  # the paper trains from-scratch hybrids without projectors
     pooling: Literal["last", "mean"] = "last"
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
     eval_examples: int | None = bounded(None, ge=1)  # validation examples scored after training; None: all
-    equivalence_margin: float = bounded(0.01, ge=0)  # Table 7: programmed hybrid = its reader alone, within it
-    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
         check_distinct(self.seeds, "seeds")
@@ -91,12 +89,7 @@ class LRAExperimentsConfig:
             if unknown:
                 raise ConfigError(f"tasks.{task_name}.components.{unknown[0]}: not a component; "
                                   f"allowed: {', '.join(self.components)}")
-            configs = self.component_configs(task_name, vocab=2, length=1)
-            n_blocks = task.n_blocks or self.n_blocks
-            for name, lm in configs.items():
-                if len(lm.layers) % n_blocks:
-                    raise ConfigError(f"tasks.{task_name}: n_blocks {n_blocks} must divide every component's depth; "
-                                      f"{name} has {len(lm.layers)} blocks")
+            self.component_configs(task_name, vocab=2, length=1)
 
     def component_configs(self, task_name: str, vocab: int, length: int) -> dict[str, LMConfig]:
         """The task's component configs: its overrides merged in, its vocabulary, and `n_ctx` the
@@ -110,6 +103,27 @@ class LRAExperimentsConfig:
             n_ctx = raw["n_ctx"] if raw.get("pos_embedding") == "learned" else max(raw.get("n_ctx", 1), length)
             out[name] = from_dict(LMConfig, {**raw, "vocab_size": vocab, "n_ctx": n_ctx}, where=where)
         return out
+
+
+LRA_TASKS = ("lra_tasks", LRATasksConfig)  # the section `lra_experiments` reads besides its own
+
+
+@dataclass
+class LRAExperimentsConfig(LRATasksConfig):
+    n_blocks: int = bounded(2, ge=1)  # Manticore blocks; must divide every component's depth
+    projectors: bool = False  # the paper trains from-scratch hybrids without projectors
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
+    equivalence_margin: float = bounded(0.01, ge=0)  # Table 7: programmed hybrid = its reader alone, within it
+    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
+
+    def check(self) -> None:
+        super().check()
+        for task_name, task in self.tasks.items():
+            n_blocks = task.n_blocks or self.n_blocks
+            for name, lm in self.component_configs(task_name, vocab=2, length=1).items():
+                if len(lm.layers) % n_blocks:
+                    raise ConfigError(f"tasks.{task_name}: n_blocks {n_blocks} must divide every component's depth; "
+                                      f"{name} has {len(lm.layers)} blocks")
 
 
 def max_positions(lm: LMConfig) -> int | None:
@@ -163,7 +177,7 @@ class PreparedTask:
     scored: DataLoader
 
 
-def prepare_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, seed: int) -> PreparedTask:
+def prepare_task(cfg: LRATasksConfig, name: str, lra_dir: Path, seed: int) -> PreparedTask:
     """The task loaded for a run with `seed` (which orders its training batches)."""
     entry = cfg.tasks[name]
     batch_size = entry.batch_size or cfg.batch_size
@@ -174,12 +188,12 @@ def prepare_task(cfg: LRAExperimentsConfig, name: str, lra_dir: Path, seed: int)
                         eval_loader(data, entry.eval_examples or cfg.eval_examples, batch_size))
 
 
-def component_classifier(lm: LMConfig, n_classes: int, cfg: LRAExperimentsConfig) -> SequenceClassificationModule:
+def component_classifier(lm: LMConfig, n_classes: int, cfg: LRATasksConfig) -> SequenceClassificationModule:
     """A component alone as a sequence classifier: its final hidden states, pooled, then a linear head."""
     return SequenceClassificationModule(lm_backbone(lm), lm.d_model, n_classes, cfg.pooling, cfg.optim)
 
 
-def run_base(cfg: LRAExperimentsConfig, prepared: PreparedTask, seed: int) -> dict:
+def run_base(cfg: LRATasksConfig, prepared: PreparedTask, seed: int) -> dict:
     """What every run on the task with `seed` has in its run configuration (and resume key)."""
     return {"task": asdict(prepared.data.task), "source": prepared.source, "batch_size": prepared.batch_size,
             "seed": seed, "optim": asdict(cfg.optim), "pooling": cfg.pooling}

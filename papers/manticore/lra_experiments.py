@@ -52,6 +52,7 @@ from common.training.optim import OptimConfig
 from papers.manticore.alphas import exclude
 from papers.manticore.hybrid import Manticore, ManticoreConfig
 from papers.manticore.lra_config import (
+    LRA_TASKS,
     LRAExperimentsConfig,
     can_read,
     component_classifier,
@@ -244,7 +245,7 @@ def task_row(plan: dict, seeds: list[int], runs: dict[str, list[dict]]) -> dict:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
-    cfg, profile, _ = load_stage(args.params, "lra_experiments", LRAExperimentsConfig)
+    cfg, profile, _ = load_stage(args.params, "lra_experiments", LRAExperimentsConfig, shared=LRA_TASKS)
 
     plans = {name: task_plan(cfg, name, args.lra) for name in cfg.tasks}
     jobs = [{"cfg": cfg, "task": name, "model": net, "seed": seed, "lra_dir": args.lra,

@@ -1,5 +1,6 @@
 """Stage `lra_sizing`: how many training steps the components of the LRA tables need before they are
-measurably above chance, at the tasks, widths and recipe `lra_experiments` trains them with.
+measurably above chance, at the tasks, widths and recipe `lra_experiments` trains them with (the
+`lra_tasks` section of params, which both stages read; this one reads nothing of the hybrids').
 
 Table 3 compares the accuracies of Manticore and its components trained from scratch; between
 networks that have not left chance such a comparison ranks noise. For every task named in
@@ -36,7 +37,7 @@ from common.errors import ConfigError, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
 from papers.manticore.lra_config import (
-    LRAExperimentsConfig,
+    LRATasksConfig,
     can_read,
     component_classifier,
     prepare_task,
@@ -50,19 +51,19 @@ log = logging.getLogger("lra_sizing")
 
 @dataclass
 class LRASizingConfig:
-    budgets: dict[str, list[int]] = field(default_factory=dict)  # per task of lra_experiments: steps, one run each
+    budgets: dict[str, list[int]] = field(default_factory=dict)  # per task of lra_tasks: steps, one run each
     alpha: float = bounded(0.01, gt=0, le=0.5)  # of the binomial test against chance
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
         if not self.budgets:
-            raise ConfigError("budgets: name at least one task of lra_experiments, e.g. listops: [150, 600]")
+            raise ConfigError("budgets: name at least one task of lra_tasks, e.g. listops: [150, 600]")
         for task, budgets in self.budgets.items():
             if not budgets or min(budgets) < 1:
                 raise ConfigError(f"budgets.{task}: at least one budget, each of at least 1 step; got {budgets}")
 
 
-def size_run(cfg: LRAExperimentsConfig, task: str, component: str, budget: int, lra_dir: Path,
+def size_run(cfg: LRATasksConfig, task: str, component: str, budget: int, lra_dir: Path,
              run_dir: Path) -> dict:
     """One component trained alone on `task` for `budget` steps (a worker job): its scores."""
     seed = cfg.seeds[0]
@@ -79,10 +80,10 @@ def size_run(cfg: LRAExperimentsConfig, task: str, component: str, budget: int, 
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     sizing, profile, params = load_stage(args.params, "lra_sizing", LRASizingConfig)
-    cfg = stage_config(params, "lra_experiments", LRAExperimentsConfig, profile)
+    cfg = stage_config(params, "lra_tasks", LRATasksConfig, profile)
     unknown = sorted(set(sizing.budgets) - set(cfg.tasks))
     if unknown:
-        raise ConfigError(f"lra_sizing.budgets.{unknown[0]}: not a task of lra_experiments; "
+        raise ConfigError(f"lra_sizing.budgets.{unknown[0]}: not a task of lra_tasks; "
                           f"allowed: {', '.join(cfg.tasks)}")
 
     tasks, jobs = {}, []

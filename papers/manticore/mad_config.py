@@ -1,7 +1,11 @@
-"""The MAD tables' configuration (`mad_experiments` in params.yaml) and the networks it names.
+"""The MAD tables' configuration and the networks it names, in two sections of params.yaml:
 
-Read by the `mad_experiments` stage, which trains the tables, and by `mad_sizing`, which measures
-how many steps those same networks need to leave chance on those same tasks.
+- `mad_tasks` (`MADTasksConfig`): the tasks, the networks trained on them alone (components and
+  existing hybrids) and their recipe. Read by the `mad_experiments` stage, which trains the tables,
+  and by `mad_sizing`, which measures how many steps those same networks need to leave chance on
+  those same tasks.
+- `mad_experiments` (`MADExperimentsConfig`, which reads `mad_tasks` too): the Manticore hybrids,
+  their search and retraining. Only `mad_experiments` reads it, so changing the search reruns only it.
 """
 
 from __future__ import annotations
@@ -51,24 +55,15 @@ class ProgrammingSearch:
 
 
 @dataclass
-class MADExperimentsConfig(MADSelection):
+class MADTasksConfig(MADSelection):
     seed: int = seed_field()
-    n_blocks: int = bounded(1, ge=1)  # of Manticore[components]: the paper's Table 2 (right) uses one
-    # The paper trains from-scratch hybrids without projectors (its section 3.2); the official code
-    # maps only the Mamba path through one ungated linear layer.
-    projectors: bool = False
     # Components as LanguageModel configs without vocab_size / n_ctx (set by each task).
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])  # of Manticore[components]
     # Existing hybrids trained alone, as the components are (LanguageModel configs, same form).
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    hybrids: dict[str, HybridConfig] = field(default_factory=dict)
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
-    programming: ProgrammingSearch | None = None
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     batch_size: int = bounded(32, ge=1)
-    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
         super().check()
@@ -76,13 +71,33 @@ class MADExperimentsConfig(MADSelection):
             raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
         if any(t.task == "compression" for t in self.tasks().values()):
             raise ConfigError("settings: compression is not a next-token task; Manticore's MAD table leaves it out")
-        check_distinct(self.retrain, "retrain", at_least=0)
         if both := sorted(set(self.components) & set(self.baselines)):
             raise ConfigError(f"baselines.{both[0]}: also a component; give it another name")
-        depths = {}
         for group, models in (("components", self.components), ("baselines", self.baselines)):
             for name, raw in models.items():
-                depths[name] = len(from_dict(LMConfig, raw, where=f"{group}.{name}").layers)
+                from_dict(LMConfig, raw, where=f"{group}.{name}")
+
+
+MAD_TASKS = ("mad_tasks", MADTasksConfig)  # the section `mad_experiments` reads besides its own
+
+
+@dataclass
+class MADExperimentsConfig(MADTasksConfig):
+    n_blocks: int = bounded(1, ge=1)  # of Manticore[components]: the paper's Table 2 (right) uses one
+    # The paper trains from-scratch hybrids without projectors (its section 3.2); the official code
+    # maps only the Mamba path through one ungated linear layer.
+    projectors: bool = False
+    retrain: list[Retraining] = field(default_factory=lambda: ["discretized"])  # of Manticore[components]
+    hybrids: dict[str, HybridConfig] = field(default_factory=dict)
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
+    programming: ProgrammingSearch | None = None
+    workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
+
+    def check(self) -> None:
+        super().check()
+        check_distinct(self.retrain, "retrain", at_least=0)
+        depths = {name: len(from_dict(LMConfig, raw, where=name).layers)
+                  for name, raw in {**self.components, **self.baselines}.items()}
         if self.hybrids and not self.baselines:
             raise ConfigError("hybrids: compared with existing hybrids, but baselines is empty")
         runs = [*depths, "manticore", *(f"manticore_{mode}" for mode in self.retrain), "programming"]
@@ -112,10 +127,10 @@ def lm_configs(models: dict[str, dict[str, Any]], vocab_size: int, n_ctx: int, w
             for name, raw in models.items()}
 
 
-def component_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    return lm_configs(cfg.components, vocab_size, n_ctx, "mad_experiments.components")
+def component_configs(cfg: MADTasksConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    return lm_configs(cfg.components, vocab_size, n_ctx, "mad_tasks.components")
 
 
-def baseline_configs(cfg: MADExperimentsConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
-    return lm_configs(cfg.baselines, vocab_size, n_ctx, "mad_experiments.baselines")
+def baseline_configs(cfg: MADTasksConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
+    return lm_configs(cfg.baselines, vocab_size, n_ctx, "mad_tasks.baselines")
 

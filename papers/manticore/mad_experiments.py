@@ -52,7 +52,7 @@ from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
 from common.training.trainer import TrainerConfig, TrainingRun
 from papers.manticore.hybrid import Manticore, ManticoreConfig
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
+from papers.manticore.mad_config import MAD_TASKS, MADExperimentsConfig, baseline_configs, component_configs
 from papers.manticore.search import (
     ManticoreSearchModule,
     SearchConfig,
@@ -160,7 +160,7 @@ def job_cost(job: dict) -> float:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
-    cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig)
+    cfg, profile, _ = load_stage(args.params, "mad_experiments", MADExperimentsConfig, shared=MAD_TASKS)
     tasks = cfg.tasks()
 
     jobs = []

@@ -1,12 +1,13 @@
 """Stage `mad_sizing`: how many training steps the networks of the MAD tables need before they are
-measurably above chance, at the tasks, widths and recipe `mad_experiments` trains them with.
+measurably above chance, at the tasks, widths and recipe `mad_experiments` trains them with (the
+`mad_tasks` section of params, which both stages read; this one reads nothing of the hybrids').
 
 Tables 2, 5 and 6 compare the test losses of networks trained from scratch; between networks that
-have not left chance such a comparison ranks noise. For every task of `mad_experiments` and every
+have not left chance such a comparison ranks noise. For every task of `mad_tasks` and every
 network it trains alone (its components and its existing hybrids), one complete run per budget of
 `budgets` (each with its own warmup and cosine schedule, as `mad_experiments` would train at that
 `max_steps`; its optimizer, batch size and seed), validating on the whole test split `validations`
-times. The tables' own budget (`mad_experiments`' `max_steps`) is always one of the budgets.
+times. The tables' own budget (`mad_tasks`' `max_steps`) is always one of the budgets.
 
 Chance is the majority-class rate of the scored test targets: a network that always answers the
 most frequent target scores it without reading its input. A run is above chance when the exact
@@ -40,7 +41,7 @@ from common.models.lm import LMConfig
 from common.parallel import run_jobs
 from common.training.mad import build_mad_model, train_module_on_mad
 from common.training.modules import CausalLMModule
-from papers.manticore.mad_config import MADExperimentsConfig, baseline_configs, component_configs
+from papers.manticore.mad_config import MADTasksConfig, baseline_configs, component_configs
 from papers.manticore.sizing import smallest
 
 log = logging.getLogger("mad_sizing")
@@ -69,7 +70,7 @@ def target_chance(task: MADTaskConfig) -> dict[str, float]:
             "scored_positions": int(scored.size)}
 
 
-def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADExperimentsConfig, sizing: MADSizingConfig,
+def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADTasksConfig, sizing: MADSizingConfig,
              run_dir: Path) -> dict:
     """One network trained alone for `budget` steps (a worker job): final scores and the curve."""
     val_batches = math.ceil(task.num_test_examples / cfg.batch_size)
@@ -90,7 +91,7 @@ def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADExperiments
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     sizing, profile, params = load_stage(args.params, "mad_sizing", MADSizingConfig)
-    cfg = stage_config(params, "mad_experiments", MADExperimentsConfig, profile)
+    cfg = stage_config(params, "mad_tasks", MADTasksConfig, profile)
     table_budget = cfg.trainer.max_steps
     budgets = sorted({*sizing.budgets, table_budget})
 

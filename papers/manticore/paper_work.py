@@ -29,8 +29,8 @@ class SideBySide(nn.Module):
         return [component(ids) for component in self.components]
 
 
-def _mc(section: str, cls):
-    return stage_config(paper_params(MC_PARAMS), section, cls)
+def _mc(section: str, cls, shared: tuple[str, type] | None = None):
+    return stage_config(paper_params(MC_PARAMS), section, cls, shared=shared)
 
 
 @functools.cache
@@ -211,9 +211,9 @@ def mc_specialists() -> list[Work]:
 
 
 def _mad():
-    from papers.manticore.mad_config import MADExperimentsConfig
+    from papers.manticore.mad_config import MAD_TASKS, MADExperimentsConfig
 
-    return _mc("mad_experiments", MADExperimentsConfig)
+    return _mc("mad_experiments", MADExperimentsConfig, MAD_TASKS)
 
 
 def _mad_hybrid(configs: dict, n_blocks: int, vocab: int, projectors: bool) -> Callable[[], nn.Module]:
@@ -262,9 +262,9 @@ def mc_mad_sizing() -> list[Work]:
 
 
 def _lra():
-    from papers.manticore.lra_config import LRAExperimentsConfig
+    from papers.manticore.lra_config import LRA_TASKS, LRAExperimentsConfig
 
-    return _mc("lra_experiments", LRAExperimentsConfig)
+    return _mc("lra_experiments", LRAExperimentsConfig, LRA_TASKS)
 
 
 def _lra_task(cfg, name: str):
