@@ -21,15 +21,16 @@ def test_the_table_names_the_machine_and_marks_kept_stages():
     record = {"pipeline": "blackmamba", "command": "dvc repro papers/blackmamba/dvc.yaml", "profile": "tiny",
               "commit": "abc1234", "tree_clean": True, "date": "2026-11-29",
               "machine": {"cpu": "AMD EPYC", "cores": 2, "avx512": False, "torch_cpu_capability": "AVX2"},
-              "every_stage_ran": False, "total_seconds": 3723.0,
+              "total_seconds": 3723.0,
               "stages": [{"stage": "tokenize", "ran": True, "seconds": 26.2},
-                         {"stage": "papers/blackmamba/dvc.yaml:table1", "ran": False, "seconds": None},
                          {"stage": "papers/blackmamba/dvc.yaml:train_compare", "ran": True, "seconds": 3000.0}]}
-    text = stage_times.table(record)
+    declared = ["papers/blackmamba/dvc.yaml:table1", "papers/blackmamba/dvc.yaml:train_compare"]
+    text = stage_times.table(record, declared)
     assert "2 cores of an AMD EPYC without AVX-512" in text and "commit abc1234:" in text
     assert "| `tokenize` (root) | 26 s |" in text
-    assert "| `table1` | kept, not run |" in text
+    assert "| `table1` | kept: its committed outputs were up to date |" in text
     assert "| `train_compare` | 50.0 min |" in text and "| the pipeline | 62.0 min |" in text
+    assert stage_times.pipeline_stages("blackmamba")[0].startswith("papers/blackmamba/dvc.yaml:")
 
 
 def test_render_without_records_says_how_to_make_one(tmp_path, monkeypatch, capsys):
@@ -43,7 +44,7 @@ def test_render_without_records_says_how_to_make_one(tmp_path, monkeypatch, caps
 
 
 def test_the_summary_gives_each_pipeline_its_time_and_longest_stages():
-    record = {"pipeline": "blackmamba", "date": "2026-11-29", "commit": "abc1234", "every_stage_ran": True,
+    record = {"pipeline": "blackmamba", "date": "2026-11-29", "commit": "abc1234",
               "machine": {"cpu": "AMD EPYC", "cores": 2, "avx512": True, "torch_cpu_capability": "AVX512"},
               "total_seconds": 600.0,
               "stages": [{"stage": "tokenize", "ran": True, "seconds": 30.0},
@@ -51,7 +52,7 @@ def test_the_summary_gives_each_pipeline_its_time_and_longest_stages():
                          {"stage": "papers/blackmamba/dvc.yaml:train_compare", "ran": True, "seconds": 500.0},
                          {"stage": "papers/blackmamba/dvc.yaml:report", "ran": True, "seconds": 65.0}]}
     row = stage_times.summary({"blackmamba": record}).splitlines()[-1]
-    assert row == ("| blackmamba | 10.0 min | yes | `train_compare` 8.3 min, `report` 1.1 min, `tokenize` 30 s | "
+    assert row == ("| blackmamba | 10.0 min | `train_compare` 8.3 min, `report` 1.1 min, `tokenize` 30 s | "
                    "2 cores, AVX-512 | 2026-11-29, abc1234 |")
 
 
@@ -60,7 +61,8 @@ def test_the_pages_show_the_committed_records():
     records = {p: stage_times.load_json(stage_times.RECORDS / f"{p}.json") for p in stage_times.PIPELINES
                if (stage_times.RECORDS / f"{p}.json").is_file()}
     for pipeline, record in records.items():
-        assert stage_times.table(record) in (stage_times.ROOT / stage_times.PAGES[pipeline]).read_text()
+        table = stage_times.table(record, stage_times.pipeline_stages(pipeline))
+        assert table in (stage_times.ROOT / stage_times.PAGES[pipeline]).read_text()
     if records:
         summary_page = (stage_times.ROOT / stage_times.SUMMARY_PAGE).read_text()
         assert stage_times.summary(records) in summary_page, "run `python -m common.stage_times render`"
