@@ -60,7 +60,7 @@ from common.errors import exit_on_user_error
 from common.eval.chance import unigram_loss
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
-from common.io import write_json
+from common.io import atomic_dir, write_json
 from common.models.lm import LMConfig, save_language_model
 from common.parallel import run_jobs
 from common.training.lm import train_language_model
@@ -96,9 +96,10 @@ def train_one(name: str, seed: int, lm_cfg: LMConfig, data: Path, loader: Loader
 
 
 def copy_model(source: Path, target: Path) -> None:
-    """A saved model, copied whole (its manifest checks the copy when it is loaded)."""
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
+    """A saved model, copied whole and in one rename, by global rank zero only (under DDP every
+    process runs this); its manifest checks the copy when it is loaded."""
+    with atomic_dir(target) as scratch:
+        shutil.copytree(source, scratch, dirs_exist_ok=True)
 
 
 def val_curve(run: dict) -> list[tuple[float, float]]:
