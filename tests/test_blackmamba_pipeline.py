@@ -82,6 +82,19 @@ def test_results_hold_what_the_readme_reports(repro):
         assert set(res["seeds"]) == {"0", "1", "2"}
         for run in res["seeds"].values():
             assert run["steps"] == 8 and run["history"][-1]["train_flops"] > 0
+    # The learning-rate check: each compared model's first seed at every rate, its seeds at the best,
+    # and the first seed's run at that rate is the one compared (the same curve, not a second run).
+    check = train["lr_check"]
+    assert check["seed"] == 0 and check["rates"] == [0.002, 0.004] and set(check["chosen"]) == COMPARED
+    for name in COMPARED:
+        losses = check["final_val_loss"][name]
+        assert check["chosen"][name] == float(min(losses, key=losses.get))
+        assert train["models"][name]["lr"] == check["chosen"][name]
+        assert train["models"][name]["seeds"]["0"]["final_val_loss"] == losses[f"{check['chosen'][name]:g}"]
+    assert train["models"]["blackmamba_deep"]["lr"] == check["chosen"]["blackmamba"]
+    assert sorted(p.name for p in (repo / "data/blackmamba/models/blackmamba").iterdir()) == ["seed0", "seed1", "seed2"]
+    runs = repo / "data/blackmamba/train"
+    assert not (runs / "blackmamba/seed0").exists() and (runs / "lr_check/blackmamba/lr0.004").is_dir()
     # Seeds differ, and the unigram chance level is a real loss (uniform would be log V).
     finals = [run["final_val_loss"] for run in train["models"]["blackmamba"]["seeds"].values()]
     assert len(set(finals)) == 3

@@ -27,12 +27,19 @@ class TrainCompareConfig:
     # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     routing_model: BlackMambaConfig | None = None
+    # Learning rates tried at the first seed for every compared model, before its other seeds; each
+    # model then trains at the rate that gave it the lowest final validation loss (the routing model
+    # at BlackMamba's). One rate: every model at it, and no check; none: every model at `optim.lr`.
+    lr_candidates: list[float] = field(default_factory=list)
     data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
         check_distinct(self.seeds, "seeds")
+        check_distinct(self.lr_candidates, "lr_candidates", at_least=0)
+        if bad := [lr for lr in self.lr_candidates if not lr > 0]:
+            raise ConfigError(f"lr_candidates: learning rates must be positive; got {bad}")
         for name, raw in self.baselines.items():
             check_lm_spec(raw, where=f"baselines.{name}")
 

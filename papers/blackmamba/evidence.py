@@ -55,6 +55,16 @@ def sinkhorn_iterations(results: dict) -> Evidence:
                "raw_vanilla_median": raw["median_iters_relative"], "raw_vanilla_max": raw["max_iters_relative"]})
 
 
+def _learning_rates(train: dict, *names: str) -> str:
+    """The rates the models trained at, and how they were chosen, in words."""
+    check = train.get("lr_check")
+    if not check:
+        return "every model at one learning rate, unchecked"
+    rates = ", ".join(f"{rate:g}" for rate in check["rates"])
+    return (", ".join(f"{name} at lr {train['models'][name]['lr']:g}" for name in names) +
+            f", each its best of {rates} at seed {check['seed']}")
+
+
 def flops_saving(results: dict, baseline: str) -> Evidence:
     """The baseline's FLOPs to the pair's worse final loss over BlackMamba's, minus 1, per seed."""
     train = results["train_compare"]
@@ -62,7 +72,8 @@ def flops_saving(results: dict, baseline: str) -> Evidence:
     return Evidence(arms={m: comparison["flops_to_target"][m] for m in ("blackmamba", baseline)},
                     difference=[r - 1 for r in comparison["ratio_over_blackmamba"]],
                     learned=_learned(train, "blackmamba", baseline), chance=train["unigram_val_loss"],
-                    facts={"target_loss": comparison["target_val_loss"]})
+                    facts={"target_loss": comparison["target_val_loss"],
+                           "learning_rates": _learning_rates(train, "blackmamba", baseline)})
 
 
 def loss_gap(results: dict, worse: str, better: str) -> Evidence:
@@ -72,7 +83,7 @@ def loss_gap(results: dict, worse: str, better: str) -> Evidence:
     return Evidence(arms={worse: seed_values(a, "final_val_loss"), better: seed_values(b, "final_val_loss")},
                     difference=paired_differences(seed_values(a, "final_val_loss"), seed_values(b, "final_val_loss")),
                     changes=gap_changes(history_curves(a), history_curves(b)), learned=_learned(train, worse, better),
-                    chance=train["unigram_val_loss"])
+                    chance=train["unigram_val_loss"], facts={"learning_rates": _learning_rates(train, worse, better)})
 
 
 def _latency_facts(latency: dict) -> dict:

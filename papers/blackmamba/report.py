@@ -47,14 +47,36 @@ def table1(res: dict) -> str:
     return "\n".join(lines)
 
 
+def lr_check(res: dict) -> list[str]:
+    """The learning-rate check as table lines: each compared model's final loss at every rate."""
+    check = res.get("lr_check")
+    if not check:
+        return []
+    rates = [f"{rate:g}" for rate in check["rates"]]
+    lines = ["", f"Learning rates: each compared model trained seed {check['seed']} at every rate below and its "
+                 "other seeds at the one with the lowest final validation loss (in bold); that run is its "
+                 "compared seed. `blackmamba_deep` takes BlackMamba's rate.", "",
+             "| model | " + " | ".join(f"final val loss at lr {rate}" for rate in rates) + " |",
+             "|---|" + "---|" * len(rates)]
+    for name, losses in check["final_val_loss"].items():
+        chosen = f"{check['chosen'][name]:g}"
+        lines.append(f"| {name} | " + " | ".join(f"**{losses[r]:.3f}**" if r == chosen else f"{losses[r]:.3f}"
+                                              for r in rates) + " |")
+    edge = [name for name, rate in check["chosen"].items() if rate in (min(check["rates"]), max(check["rates"]))]
+    if edge:
+        lines += ["", f"Best at the edge of the range, so a rate beyond it may be better still: {', '.join(edge)}."]
+    return lines
+
+
 def train_compare(res: dict) -> str:
     models, n = res["models"], len(res["seeds"])
     lines = [f"Mean ± standard deviation over {n} seeds. Chance: the unigram validation loss, "
              f"{res['unigram_val_loss']:.3f}.", "",
-             "| model | fwd / total params | final val loss |", "|---|---|---|"]
+             "| model | fwd / total params | lr | final val loss |", "|---|---|---|---|"]
     for name, m in models.items():
-        lines.append(f"| {name} | {m['forward_params'] / 1e6:.2f}M / {m['params'] / 1e6:.2f}M | "
+        lines.append(f"| {name} | {m['forward_params'] / 1e6:.2f}M / {m['params'] / 1e6:.2f}M | {m['lr']:g} | "
                      f"{_pm(seed_values(m, 'final_val_loss'))} |")
+    lines += lr_check(res)
     lines += ["", f"FLOPs to reach a loss: per pair, the worse of the two models' final losses over the seeds. "
                   f"Ratio = the baseline's FLOPs / BlackMamba's, per seed; the {LEVEL:.0%} interval is over seeds.", "",
               "| baseline | target loss | ratio per seed | mean ± std | interval |", "|---|---|---|---|---|"]

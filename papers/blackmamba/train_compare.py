@@ -13,6 +13,11 @@ number of steps, each for every seed of `seeds`:
 Their sizes are chosen so that forward-pass parameters match; the stage reports the counts. A sixth,
 deeper BlackMamba (`routing_model`) trains beside them for the routing stage.
 
+No model is compared at a learning rate tuned for another: before the seeds, each compared model
+trains the first seed at every rate of `lr_candidates`, then its other seeds at the rate that gave
+the lowest final validation loss. The first seed's run at that rate is the one compared (nothing
+trains twice); the routing model takes BlackMamba's rate. `lr_check` in the results holds the check.
+
 Runs are independent, so they go to worker processes (`common.parallel.run_jobs`, one torch
 thread each, identical to a serial run). The axis is training FLOPs (3 x forward FLOPs per token x
 tokens seen, from `common.eval.counting`), which does not depend on the machine; wall time under
@@ -41,6 +46,8 @@ CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "models-out",
 
 import logging
 import math
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -53,7 +60,7 @@ from common.errors import exit_on_user_error
 from common.eval.chance import unigram_loss
 from common.eval.counting import TRAIN_FACTOR, count_lm
 from common.eval.plots import save_figure
-from common.io import write_json
+from common.io import atomic_dir, write_json
 from common.models.lm import LMConfig, save_language_model
 from common.parallel import run_jobs
 from common.training.lm import train_language_model
@@ -86,6 +93,13 @@ def train_one(name: str, seed: int, lm_cfg: LMConfig, data: Path, loader: Loader
     return {"final_val_loss": next(r["val/loss"] for r in reversed(history) if "val/loss" in r),
             "steps": history[-1]["step"], "train_seconds_in_parallel": history[-1]["elapsed_s"], "history": history,
             "processes": processes}
+
+
+def copy_model(source: Path, target: Path) -> None:
+    """A saved model, copied whole and in one rename, by global rank zero only (under DDP every
+    process runs this); its manifest checks the copy when it is loaded."""
+    with atomic_dir(target) as scratch:
+        shutil.copytree(source, scratch, dirs_exist_ok=True)
 
 
 def val_curve(run: dict) -> list[tuple[float, float]]:
@@ -129,36 +143,66 @@ def main(argv: list[str] | None = None) -> None:
     tokenized = load_tokenized(args.data)
     n_ctx = len(tokenized["train"][0]["input_ids"])
     chance = unigram_loss(tokenized["train"]["input_ids"], tokenized["validation"]["input_ids"], vocab_size)
-    configs = {**model_configs(cfg, vocab_size, n_ctx), **routing_model_config(cfg, vocab_size, n_ctx)}
+    compared = model_configs(cfg, vocab_size, n_ctx)
+    configs = {**compared, **routing_model_config(cfg, vocab_size, n_ctx)}
     tokens_per_process_step = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches * n_ctx
 
-    models, jobs = {}, []
+    models = {}
     for name, lm_cfg in configs.items():
         count = count_lm(lm_cfg)
         models[name] = {"pattern": lm_cfg.pattern, "repeat": lm_cfg.repeat, "params": count.params,
-                        "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token}
-        flops_per_process_step = TRAIN_FACTOR * count.flops_per_token * tokens_per_process_step
-        jobs += [{"name": name, "seed": seed, "lm_cfg": lm_cfg, "data": args.data, "loader": cfg.data,
-                  "optim": cfg.optim, "trainer": cfg.trainer, "run_dir": args.run_dir / name / f"seed{seed}",
-                  "model_dir": args.models_out / name / f"seed{seed}", "flops_per_process_step": flops_per_process_step}
-                 for seed in cfg.seeds]
-    # Blocks per model as the cost: the deep routing model's runs start first rather than last.
-    runs = run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers),
-                    cost=lambda job: len(job["lm_cfg"].layers))
-    for job, run in zip(jobs, runs):
-        models[job["name"]].setdefault("seeds", {})[str(job["seed"])] = run
-    (processes,) = {run.pop("processes") for run in runs}  # every run trains with the same trainer
+                        "forward_params": count.forward_params, "forward_flops_per_token": count.flops_per_token,
+                        "seeds": {}}
+
+    def job(name: str, seed: int, lr: float, run_dir: Path, model_dir: Path) -> dict:
+        flops_per_process_step = TRAIN_FACTOR * models[name]["forward_flops_per_token"] * tokens_per_process_step
+        return {"name": name, "seed": seed, "lm_cfg": configs[name], "data": args.data, "loader": cfg.data,
+                "optim": replace(cfg.optim, lr=lr), "trainer": cfg.trainer, "run_dir": run_dir,
+                "model_dir": model_dir, "flops_per_process_step": flops_per_process_step}
+
+    def train(jobs: list[dict]) -> list[dict]:
+        # Blocks per model as the cost: the deep routing model's runs start first rather than last.
+        return run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers),
+                        cost=lambda job: len(job["lm_cfg"].layers))
+
+    rates = sorted(set(cfg.lr_candidates)) or [cfg.optim.lr]
+    chosen, lr_check, runs = {name: rates[0] for name in compared}, None, []
+    if len(rates) > 1:
+        first, checked = cfg.seeds[0], args.run_dir / "lr_check"
+        sweep = [job(name, first, lr, checked / name / f"lr{lr:g}", checked / name / f"lr{lr:g}" / "model")
+                 for name in compared for lr in rates]
+        runs = train(sweep)
+        by_rate = {(done["name"], done["optim"].lr): run for done, run in zip(sweep, runs)}
+        chosen = {name: min(rates, key=lambda lr: by_rate[name, lr]["final_val_loss"]) for name in compared}
+        for name, lr in chosen.items():  # the first seed at the chosen rate is trained already
+            models[name]["seeds"][str(first)] = by_rate[name, lr]
+            copy_model(checked / name / f"lr{lr:g}" / "model", args.models_out / name / f"seed{first}")
+        lr_check = {"seed": first, "rates": rates, "chosen": chosen,
+                    "final_val_loss": {name: {f"{lr:g}": by_rate[name, lr]["final_val_loss"] for lr in rates}
+                                       for name in compared}}
+        log.info("learning rates chosen at seed %d: %s", first, chosen)
+    chosen_lr = {**chosen, **{name: chosen["blackmamba"] for name in configs if name not in compared}}
+    jobs = [job(name, seed, chosen_lr[name], args.run_dir / name / f"seed{seed}",
+                args.models_out / name / f"seed{seed}")
+            for name in configs for seed in cfg.seeds if str(seed) not in models[name]["seeds"]]
+    seed_runs = train(jobs)
+    for done, run in zip(jobs, seed_runs):
+        models[done["name"]]["seeds"][str(done["seed"])] = run
+    (processes,) = {run.pop("processes") for run in runs + seed_runs}  # every run trains with the same trainer
     tokens_per_step = tokens_per_process_step * processes
+    for name, res in models.items():
+        res["lr"] = chosen_lr[name]
+        res["seeds"] = {str(seed): res["seeds"][str(seed)] for seed in cfg.seeds}
 
     seeds = [str(seed) for seed in cfg.seeds]
-    compared = list(model_configs(cfg, vocab_size, n_ctx))
+    compared = list(compared)
     comparisons = {name: compare_flops(models, seeds, name) for name in compared if name != "blackmamba"}
     summary = {"final_val_loss_mean": {n: sum(models[n]["seeds"][s]["final_val_loss"] for s in seeds) / len(seeds)
                                        for n in models},
                "flop_ratio_mean": {n: math.fsum(c["ratio_over_blackmamba"]) / len(seeds)
                                    for n, c in comparisons.items()}}
     write_json(args.out, {"profile": profile, "n_ctx": n_ctx, "vocab_size": vocab_size, "seeds": cfg.seeds,
-                          "tokens_per_step": tokens_per_step, "unigram_val_loss": chance,
+                          "tokens_per_step": tokens_per_step, "unigram_val_loss": chance, "lr_check": lr_check,
                           "compared": compared, "summary": summary, "comparisons": comparisons, "models": models})
     plot_curves({n: models[n] for n in compared}, args.plot)
     log.info("wrote %s: %s", args.out, summary)
