@@ -84,6 +84,8 @@ def run(pipeline: str, out: Path) -> int:
     command = [sys.executable, "-m", "dvc", "repro", PIPELINES[pipeline]]
     # Stage commands call `python`: this interpreter's, as under `make`.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # The tree as the run found it: the run itself rewrites locks and results.
+    commit, clean = git("rev-parse", "--short", "HEAD"), not git("status", "--porcelain", "--untracked-files=no")
     started, lines = time.monotonic(), []
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, bufsize=1) as process:
@@ -98,8 +100,7 @@ def run(pipeline: str, out: Path) -> int:
     stages = stage_times(lines, finished)
     profile = active_profile(load_yaml(ROOT / "params.yaml"), where="params.yaml")
     record = {"pipeline": pipeline, "command": f"dvc repro {PIPELINES[pipeline]}", "profile": profile,
-              "commit": git("rev-parse", "--short", "HEAD"),
-              "tree_clean": not git("status", "--porcelain", "--untracked-files=no"),
+              "commit": commit, "tree_clean": clean,
               "date": datetime.date.today().isoformat(), "machine": machine(),
               "total_seconds": finished - started, "stages": stages}
     write_json(out, record)
@@ -163,8 +164,8 @@ def write_between(page: Path, begin: str, end: str, body: str) -> None:
 
 def render() -> None:
     """Every record's table into its pipeline's page, and the summary of them all."""
-    records = {pipeline: load_json(RECORDS / f"{pipeline}.json") for pipeline in PIPELINES
-               if (RECORDS / f"{pipeline}.json").is_file()}
+    records = {pipeline: load_json(RECORDS / f"{pipeline}.json", f"`python -m common.stage_times run {pipeline}`")
+               for pipeline in PIPELINES if (RECORDS / f"{pipeline}.json").is_file()}
     if not records:
         raise DataError(f"{RECORDS}: no records of stage times; measure a pipeline with "
                         "`python -m common.stage_times run <pipeline>`")

@@ -58,7 +58,7 @@ def test_the_summary_gives_each_pipeline_its_time_and_longest_stages():
 
 def test_the_pages_show_the_committed_records():
     """`render` has been run since the last record: every table on the pages is the record's."""
-    records = {p: stage_times.load_json(stage_times.RECORDS / f"{p}.json") for p in stage_times.PIPELINES
+    records = {p: stage_times.load_json(stage_times.RECORDS / f"{p}.json", "") for p in stage_times.PIPELINES
                if (stage_times.RECORDS / f"{p}.json").is_file()}
     for pipeline, record in records.items():
         table = stage_times.table(record, stage_times.pipeline_stages(pipeline))
