@@ -33,10 +33,21 @@ def _run(points):
 def test_the_target_is_the_pair_s_worse_final_loss_and_both_reach_it_every_seed():
     models = {"blackmamba": {"seeds": {"0": _run([(1, 3.0), (2, 1.0)]), "1": _run([(1, 3.0), (2, 1.2)])}},
               "mamba": {"seeds": {"0": _run([(1, 3.0), (2, 2.0), (4, 1.4)]), "1": _run([(1, 3.0), (4, 1.5)])}}}
-    result = compare_flops(models, ["0", "1"], "mamba")
+    result = compare_flops(models, "mamba")
     assert result["target_val_loss"] == 1.5
     # Seed 0: BlackMamba crosses 1.5 at 1 + (3 - 1.5) / 2 = 1.75; Mamba at 2 + 2 * 0.5 / 0.6.
     assert result["flops_to_target"]["blackmamba"][0] == pytest.approx(1.75)
     assert result["flops_to_target"]["mamba"][0] == pytest.approx(2 + 2 * 0.5 / 0.6)
     assert result["flops_to_target"]["mamba"][1] == 4
     assert result["ratio_over_blackmamba"][1] == pytest.approx(4 / (1 + 1.5 / 1.8))
+
+
+def test_a_pair_is_compared_on_the_seeds_both_trained():
+    """BlackMamba's extra seed is left out of the pair with a model that did not train it: neither
+    its target nor its ratio."""
+    models = {"blackmamba": {"seeds": {"0": _run([(1, 3.0), (2, 1.0)]), "1": _run([(1, 3.0), (2, 1.2)]),
+                                       "3": _run([(1, 3.0), (2, 2.9)])}},
+              "mamba": {"seeds": {"0": _run([(1, 3.0), (4, 1.4)]), "1": _run([(1, 3.0), (4, 1.5)])}}}
+    result = compare_flops(models, "mamba")
+    assert result["seeds"] == ["0", "1"] and result["target_val_loss"] == 1.5
+    assert len(result["ratio_over_blackmamba"]) == 2

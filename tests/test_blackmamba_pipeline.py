@@ -32,7 +32,7 @@ def load(repo, name):
 @pytest.mark.slow  # the pipeline under DVC, about 4 min; make test runs its stages in process
 def test_every_stage_runs_and_writes_its_results(repro):
     repo, result = repro
-    for stage in ("table1", "sinkhorn", "train_compare", "latency", "routing", "zero_shot", "report"):
+    for stage in ("table1", "sinkhorn", "train_compare", "lr_check", "latency", "routing", "zero_shot", "report"):
         assert f"Running stage 'papers/blackmamba/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     for png in ("loss_vs_flops.png", "latency.png", "routing_heatmap.png"):
         assert (repo / RESULTS / png).stat().st_size > 1000
@@ -82,19 +82,17 @@ def test_results_hold_what_the_readme_reports(repro):
         assert set(res["seeds"]) == {"0", "1", "2"}
         for run in res["seeds"].values():
             assert run["steps"] == 8 and run["history"][-1]["train_flops"] > 0
-    # The learning-rate check: each compared model's first seed at every rate, its seeds at the best,
-    # and the first seed's run at that rate is the one compared (the same curve, not a second run).
-    check = train["lr_check"]
-    assert check["seed"] == 0 and check["rates"] == [0.002, 0.004] and set(check["chosen"]) == COMPARED
+    # The learning-rate check: each compared model's first seed at the rates besides its own (its own
+    # rate's run is train_compare's), and no run kept as a model.
+    check = load(repo, "lr_check.json")
+    assert check["seed"] == 0 and check["rates"] == [0.002, 0.004] and set(check["own_lr"]) == COMPARED
     for name in COMPARED:
-        losses = check["final_val_loss"][name]
-        assert check["chosen"][name] == float(min(losses, key=losses.get))
-        assert train["models"][name]["lr"] == check["chosen"][name]
-        assert train["models"][name]["seeds"]["0"]["final_val_loss"] == losses[f"{check['chosen'][name]:g}"]
-    assert train["models"]["blackmamba_deep"]["lr"] == check["chosen"]["blackmamba"]
+        assert check["own_lr"][name] == train["models"][name]["lr"] == 0.004
+        assert set(check["final_val_loss"][name]) == {"0.002"}
+    assert train["models"]["blackmamba_deep"]["lr"] == train["models"]["blackmamba"]["lr"]
     assert sorted(p.name for p in (repo / "data/blackmamba/models/blackmamba").iterdir()) == ["seed0", "seed1", "seed2"]
-    runs = repo / "data/blackmamba/train"
-    assert not (runs / "blackmamba/seed0").exists() and (runs / "lr_check/blackmamba/lr0.004").is_dir()
+    assert (repo / "data/blackmamba/lr_check/blackmamba/lr0.002").is_dir()
+    assert not (repo / "data/blackmamba/lr_check/blackmamba/lr0.004").exists()
     # Seeds differ, and the unigram chance level is a real loss (uniform would be log V).
     finals = [run["final_val_loss"] for run in train["models"]["blackmamba"]["seeds"].values()]
     assert len(set(finals)) == 3

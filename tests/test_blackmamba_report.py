@@ -102,6 +102,8 @@ def test_the_moe_transformer_row_follows_its_positive_control(results):
             for row in run["history"]:  # a gap that does not move
                 if "val/loss" in row:
                     row["val/loss"] = loss
+        checked = results["lr_check"]["final_val_loss"][name]
+        checked.update({rate: 3.0 for rate in checked})  # and each at its best checked rate
     train["comparisons"]["mamba_dense_mlp"]["ratio_over_blackmamba"] = [1.25, 0.90, 1.02]  # no saving shown
     rows = ledger(results)
     assert rows["fig4-flops-vs-mamba_dense_mlp"]["verdict"] == "inconclusive"
@@ -168,3 +170,20 @@ def test_the_random_router_chance_matches_the_exact_binomial_expectation(tokens)
     assert abs(ratio - exact) < 0.01
     at_most = sum(math.comb(tokens, k) for k in range(tokens + 1) if max(k, tokens - k) <= 1.2 * tokens / 2)
     assert abs(share - at_most / 2 ** tokens) < 0.02
+
+
+def test_a_model_that_does_better_at_a_checked_rate_gates_its_comparisons(results):
+    """The learning-rate check: the Figure 4 rows of a model whose first seed did better at another
+    rate than at the one it trained at are inconclusive, and say which rate; the others stand."""
+    before = ledger(results)
+    train, check = results["train_compare"], results["lr_check"]
+    own = train["models"]["transformer"]["seeds"][str(check["seed"])]["final_val_loss"]
+    check["final_val_loss"]["transformer"]["0.002"] = own - 0.01
+    rows = ledger(results)
+    assert rows["fig4-flops-vs-transformer"]["verdict"] == "inconclusive"
+    why = rows["fig4-flops-vs-transformer"]["why"]
+    assert "transformer does better at lr 0.002 than at its 0.004 (lr_check)" in why
+    for claim in ("fig4-flops-vs-mamba", "fig4-flops-vs-moe_transformer"):
+        assert rows[claim]["verdict"] == before[claim]["verdict"]
+    check["own_lr"]["mamba"] = 0.002
+    assert "rerun it" in ledger(results)["fig4-flops-vs-mamba"]["why"]

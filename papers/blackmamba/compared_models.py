@@ -21,27 +21,50 @@ from papers.blackmamba.model import ROUTING_MODEL, BlackMambaConfig, lm_config
 
 @dataclass
 class TrainCompareConfig:
-    seeds: list[int] = seeds_field(0, 1, 2)
+    seeds: list[int] = seeds_field(0, 1, 2)  # every model's
+    # Seeds beyond `seeds` for the named models, where a claim reads more of them (claims.yaml).
+    extra_seeds: dict[str, list[int]] = field(default_factory=dict)
     workers: int | None = bounded(None, ge=1)  # parallel training processes; None: one per core
     blackmamba: BlackMambaConfig = field(default_factory=BlackMambaConfig)
     # Baselines as LanguageModel configs without vocab_size and n_ctx (taken from the data).
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     routing_model: BlackMambaConfig | None = None
-    # Learning rates tried at the first seed for every compared model, before its other seeds; each
-    # model then trains at the rate that gave it the lowest final validation loss (the routing model
-    # at BlackMamba's). One rate: every model at it, and no check; none: every model at `optim.lr`.
-    lr_candidates: list[float] = field(default_factory=list)
+    # A compared model's learning rate where it is not `optim.lr` (the routing model takes
+    # BlackMamba's); the `lr_check` stage shows whether each is the model's best.
+    model_lr: dict[str, float] = field(default_factory=dict)
     data: LoaderConfig = field(default_factory=LoaderConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
         check_distinct(self.seeds, "seeds")
-        check_distinct(self.lr_candidates, "lr_candidates", at_least=0)
-        if bad := [lr for lr in self.lr_candidates if not lr > 0]:
-            raise ConfigError(f"lr_candidates: learning rates must be positive; got {bad}")
+        for name, extra in self.extra_seeds.items():
+            check_distinct(self.seeds + extra, f"extra_seeds.{name} (with seeds)")
+            if bad := [seed for seed in extra if seed < 0]:
+                raise ConfigError(f"extra_seeds.{name}: seeds are non-negative integers; got {bad}")
+        if bad := {name: lr for name, lr in self.model_lr.items() if not lr > 0}:
+            raise ConfigError(f"model_lr: learning rates must be positive; got {bad}")
         for name, raw in self.baselines.items():
             check_lm_spec(raw, where=f"baselines.{name}")
+
+    def seeds_of(self, name: str) -> list[int]:
+        return self.seeds + self.extra_seeds.get(name, [])
+
+    def lr_of(self, name: str) -> float:
+        if name == ROUTING_MODEL:
+            return self.model_lr.get(name, self.lr_of("blackmamba"))
+        return self.model_lr.get(name, self.optim.lr)
+
+
+# The section the lr_check stage reads besides its own (`common.config.stage_config`'s `shared`).
+TRAIN_COMPARE = ("train_compare", TrainCompareConfig)
+
+
+def check_model_names(cfg: TrainCompareConfig, models: dict) -> None:
+    """`extra_seeds` and `model_lr` name models that exist."""
+    for key in ("extra_seeds", "model_lr"):
+        if unknown := sorted(set(getattr(cfg, key)) - set(models)):
+            raise ConfigError(f"train_compare.{key}.{unknown[0]}: no such model; allowed: {', '.join(models)}")
 
 
 def model_configs(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:

@@ -55,35 +55,49 @@ def sinkhorn_iterations(results: dict) -> Evidence:
                "raw_vanilla_median": raw["median_iters_relative"], "raw_vanilla_max": raw["max_iters_relative"]})
 
 
-def _learning_rates(train: dict, *names: str) -> str:
-    """The rates the models trained at, and how they were chosen, in words."""
-    check = train.get("lr_check")
-    if not check:
-        return "every model at one learning rate, unchecked"
+def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
+    """The rates the models trained at and what `lr_check` found, in words, and a failure when a
+    model did better at a checked rate than at its own (or the check is of other rates)."""
+    train, check = results["train_compare"], results["lr_check"]
+    own = {name: train["models"][name]["lr"] for name in names}
+    trained = ", ".join(f"{name} at lr {own[name]:g}" for name in names)
+    if not check["rates"]:
+        return trained + ", rates unchecked", None
+    if stale := [name for name in names if check["own_lr"][name] != own[name]]:
+        return trained, f"lr_check checked {stale[0]} against another rate than it trained at; rerun it"
+    best = {}
+    for name in names:
+        losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
+        losses[own[name]] = train["models"][name]["seeds"][str(check["seed"])]["final_val_loss"]
+        best[name] = min(losses, key=losses.get)
     rates = ", ".join(f"{rate:g}" for rate in check["rates"])
-    return (", ".join(f"{name} at lr {train['models'][name]['lr']:g}" for name in names) +
-            f", each its best of {rates} at seed {check['seed']}")
+    worse = [f"{name} does better at lr {best[name]:g} than at its {own[name]:g}" for name in names
+             if best[name] != own[name]]
+    return (f"{trained}, each its best of {rates} at seed {check['seed']}",
+            "; ".join(worse) + " (lr_check)" if worse else None)
 
 
 def flops_saving(results: dict, baseline: str) -> Evidence:
     """The baseline's FLOPs to the pair's worse final loss over BlackMamba's, minus 1, per seed."""
     train = results["train_compare"]
     comparison = train["comparisons"][baseline]
+    rates, failure = _learning_rates(results, "blackmamba", baseline)
     return Evidence(arms={m: comparison["flops_to_target"][m] for m in ("blackmamba", baseline)},
                     difference=[r - 1 for r in comparison["ratio_over_blackmamba"]],
                     learned=_learned(train, "blackmamba", baseline), chance=train["unigram_val_loss"],
-                    facts={"target_loss": comparison["target_val_loss"],
-                           "learning_rates": _learning_rates(train, "blackmamba", baseline)})
+                    failure=failure, facts={"target_loss": comparison["target_val_loss"], "learning_rates": rates})
 
 
 def loss_gap(results: dict, worse: str, better: str) -> Evidence:
     """Final validation loss, `worse` - `better`, per seed, with the gap's late movement."""
     train = results["train_compare"]
-    a, b = train["models"][worse], train["models"][better]
+    seeds = [seed for seed in train["models"][worse]["seeds"] if seed in train["models"][better]["seeds"]]
+    a, b = ({"seeds": {seed: train["models"][name]["seeds"][seed] for seed in seeds}} for name in (worse, better))
+    rates, failure = _learning_rates(results, worse, better)
     return Evidence(arms={worse: seed_values(a, "final_val_loss"), better: seed_values(b, "final_val_loss")},
                     difference=paired_differences(seed_values(a, "final_val_loss"), seed_values(b, "final_val_loss")),
                     changes=gap_changes(history_curves(a), history_curves(b)), learned=_learned(train, worse, better),
-                    chance=train["unigram_val_loss"], facts={"learning_rates": _learning_rates(train, worse, better)})
+                    chance=train["unigram_val_loss"], failure=failure, facts={"learning_rates": rates})
 
 
 def _latency_facts(latency: dict) -> dict:
@@ -171,8 +185,8 @@ def task_scores(results: dict, baseline: str) -> Evidence:
         return Evidence(missing="zero_shot.json predates the untrained control: rerun the zero_shot stage")
     metric, untrained = zero_shot["metric"], zero_shot["controls"]["untrained blackmamba"]["tasks"]
 
-    def acc(name: str, task: str) -> list[float]:
-        return [seed["tasks"][task].get(metric[task], float("nan")) for seed in models[name].values()]
+    def acc(name: str, task: str, seeds: list[str] | None = None) -> list[float]:
+        return [models[name][seed]["tasks"][task].get(metric[task], float("nan")) for seed in seeds or models[name]]
 
     def sees_learning(task: str) -> bool:
         pooled = [value for name in models for value in acc(name, task)]
@@ -189,8 +203,10 @@ def task_scores(results: dict, baseline: str) -> Evidence:
     # With no task kept the numbers over all tasks are still shown, and the failure decides the row.
     used = kept or tasks
 
+    paired = [seed for seed in models["blackmamba"] if seed in models[baseline]]
+
     def mean_over_used(name: str) -> list[float]:
-        return list(np.mean([acc(name, t) for t in used], axis=0))
+        return list(np.mean([acc(name, t, paired) for t in used], axis=0))
 
     ours, theirs = mean_over_used("blackmamba"), mean_over_used(baseline)
     learned = all(chance[t] is not None and above_chance(acc(name, t), chance[t])
@@ -205,5 +221,7 @@ def training_scale(results: dict) -> Evidence:
     train = results["train_compare"]
     bm = train["models"]["blackmamba"]
     steps = next(iter(bm["seeds"].values()))["steps"]
+    counts = sorted({len(train["models"][name]["seeds"]) for name in train["compared"]})
     return Evidence(facts={"forward_params_m": bm["forward_params"] / 1e6,
-                           "tokens_m": steps * train["tokens_per_step"] / 1e6, "seeds": len(train["seeds"])})
+                           "tokens_m": steps * train["tokens_per_step"] / 1e6,
+                           "seeds": " to ".join(str(n) for n in dict.fromkeys((counts[0], counts[-1])))})
