@@ -15,6 +15,7 @@ from common.claims.rules import VERDICTS
 from tests.test_dvc import _run, copy_checkout
 
 RESULTS = "papers/blackmamba/results"
+NOTES = "docs/blackmamba/results-notes.md"
 COMPARED = {"blackmamba", "mamba", "mamba_dense_mlp", "transformer", "moe_transformer"}
 
 
@@ -138,12 +139,14 @@ def test_readme_tables_are_generated_from_the_results(repro):
 
 
 def test_committed_readme_and_ledger_match_the_committed_results():
-    """The README and the ledger in git must be what the report stage makes of the results in git."""
-    from papers.blackmamba.report import render
+    """The README, its notes page and the ledger in git must be what the report stage makes of the
+    results in git."""
+    from common.eval.report import render_pages
+    from papers.blackmamba.report import TABLES
     from tests.conftest import ROOT, rebuilt_ledger
 
-    readme = (ROOT / "papers/blackmamba/README.md").read_text()
-    assert render(readme, ROOT / RESULTS) == readme, "run `dvc repro papers/blackmamba/dvc.yaml`"
+    pages = {page: (ROOT / page).read_text() for page in ("papers/blackmamba/README.md", NOTES)}
+    assert render_pages(pages, ROOT / RESULTS, TABLES, "") == pages, "run `dvc repro papers/blackmamba/dvc.yaml`"
     rebuilt, committed = rebuilt_ledger("blackmamba")
     assert rebuilt == committed
 

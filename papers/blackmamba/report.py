@@ -1,20 +1,17 @@
 """Stage `report`: the claims ledger of the BlackMamba paper (`results/claims.json`), built by
 `common.claims.build` from `claims.yaml` and the numbers `evidence` reads from results/*.json; its
-headline numbers for `dvc metrics` (`results/metrics.json`); and the README's tables."""
+headline numbers for `dvc metrics` (`results/metrics.json`); and the tables of the README and of
+the notes page."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from common.claims.ledger import claims_table
 from common.claims.rules import LEVEL, interval, spread
 from common.claims.stage import claims_report_main
-from common.eval import report
 from papers.blackmamba import evidence
 from papers.blackmamba.evidence import seed_values
 
 PAPER = "blackmamba"
-RERUN = "run `dvc repro papers/blackmamba/dvc.yaml` first"
 
 
 def _sci(x: float) -> str:
@@ -146,10 +143,6 @@ def zero_shot(res: dict) -> str:
 TABLES = {"claims": claims_table, "table1": table1, "train_compare": train_compare, "lr_check": lr_check,
           "latency": latency,
           "sinkhorn": sinkhorn, "routing": routing, "zero_shot": zero_shot}
-
-
-def render(readme: str, results_dir: Path) -> str:
-    return report.render(readme, results_dir, TABLES, RERUN)
 
 
 def main(argv: list[str] | None = None) -> None:
