@@ -190,13 +190,14 @@ def nas_over_components(results: dict) -> Evidence:
     labels = list(main[0]["searched"])
     searched = {label: [_mix(r["searched"][label]) for r in main] for label in labels}
     chance = main[0]["chance"]["mix"]
-    return Evidence(arms={"best component": component, **searched},
-                    parts={label: [float(s < c) for s, c in zip(runs, component)] for label, runs in searched.items()},
+    parts = {label: [float(s < c) for s, c in zip(runs, component)] for label, runs in searched.items()}
+    counts = ", ".join(f"{label} {sum(hits):g}" for label, hits in parts.items())
+    return Evidence(arms={"best component": component, **searched}, parts=parts,
                     groups={method: [label for label in labels if label.startswith(method + "_")]
                             for method in sorted({label.split("_")[0] for label in labels})},
                     learned=_learned([component, *searched.values()], chance),
                     chance=chance, failure=_failure(res, True),
-                    facts={"controls": _controls(res)})
+                    facts={"controls": _controls(res), "counts": f"{counts} of {len(component)}"})
 
 
 def search_over_sweep(results: dict) -> Evidence:
