@@ -17,7 +17,7 @@ from common.training.optim import OptimConfig
 from common.training.trainer import TrainerConfig
 from papers.blackmamba.compared_models import TrainCompareConfig
 
-log = logging.getLogger("train_compare")
+log = logging.getLogger("compare_run")
 
 
 def train_one(name: str, seed: int, lm_cfg: LMConfig, data: Path, loader: LoaderConfig, optim: OptimConfig,
