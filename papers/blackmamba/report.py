@@ -141,8 +141,7 @@ def zero_shot(res: dict) -> str:
 
 
 TABLES = {"claims": claims_table, "table1": table1, "train_compare": train_compare, "lr_check": lr_check,
-          "latency": latency,
-          "sinkhorn": sinkhorn, "routing": routing, "zero_shot": zero_shot}
+          "latency": latency, "sinkhorn": sinkhorn, "routing": routing, "zero_shot": zero_shot}
 
 
 def main(argv: list[str] | None = None) -> None:
