@@ -58,6 +58,8 @@ def write(tmp_path: Path, spec: dict) -> Path:
     ({"judge": "equivalence"}, "judge equivalence needs a `margin`"),
     ({"judge": "exact", "reproduced_when": ["x is big"]}, "is not `<fact> <op> <number>`"),
     ({"judge": "needs_paper_scale"}, "gives `why` and the cheapest `evidence`"),
+    ({"earlier_run": {"commit": "abc1234", "stage": "s"}}, "gives `why` and the cheapest `evidence`"),
+    ({"earlier_run": {"stage": "s"}, "why": "w", "evidence": "e"}, "earlier_run is {commit: <hash>"),
     ({"where": ""}, "missing where"),
 ])
 def test_a_bad_claim_is_one_line_naming_it_and_what_is_allowed(tmp_path, change, message):
@@ -174,6 +176,25 @@ def test_a_row_judged_only_at_paper_scale_says_so_elsewhere():
     tiny = build(spec_of(row), evidence, "tiny")["c"]
     assert tiny["verdict"] == "needs paper scale" and tiny["evidence"] == "a 1.0, b 2.0 at tiny"
     assert build(spec_of(row), evidence, "paper")["c"]["verdict"] == "reproduced"
+
+
+def test_a_row_whose_stage_trained_nothing_here_reads_its_earlier_run():
+    row = claim(earlier_run={"commit": "abc1234", "stage": "s"}, why="needs {earlier_to_decide} seeds",
+                evidence="{earlier_verdict} at {earlier_commit}")
+    record = {"claims": {"c": {"earlier_to_decide": "more than 10", "earlier_verdict": "inconclusive",
+                               "earlier_commit": "abc1234", "earlier_metric": "loss at step 600"}}}
+    measured = Evidence(arms={"a": [1.5, 1.6, 1.55], "b": [1.0, 1.0, 1.0]}, difference=[0.5, 0.6, 0.55], chance=5.0)
+    module = extractors(numbers=lambda results, **args: measured)
+    ran = build_ledger(spec_of(row), {"s": {"models": {"a": {}}}, "earlier_runs": record}, module, "tiny")[0]
+    assert ran["verdict"] == "reproduced"
+    skipped = build_ledger(spec_of(row), {"s": {"models": {}}, "earlier_runs": record}, module, "tiny")[0]
+    assert skipped["verdict"] == "needs paper scale" and skipped["why"] == "needs more than 10 seeds"
+    assert skipped["evidence"] == "inconclusive at abc1234" and skipped["metric"] == "loss at step 600"
+    one_model = claim(earlier_run={"commit": "abc1234", "stage": "s", "model": "b"}, why="w", evidence="e")
+    assert build_ledger(spec_of(one_model), {"s": {"models": {"a": {}}}, "earlier_runs": record}, module,
+                        "tiny")[0]["verdict"] == "needs paper scale"
+    with pytest.raises(ConfigError, match="python -m common.claims.earlier"):
+        build_ledger(spec_of(row), {"s": {"models": {}}}, module, "tiny")
 
 
 def test_a_claim_this_configuration_did_not_measure_is_inconclusive_and_says_why():

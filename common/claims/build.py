@@ -31,10 +31,12 @@ The judges:
 Every trained row is settled on its gap's curve when the extractor gives the per-seed `changes`,
 gated on its `control` (an earlier claim's id) and on the extractor's `failure` (a computed check).
 A row declared `judged_at` some profiles is `needs paper scale` below them, with its `why` and
-`evidence`; a claim scoped to some profiles' experiments (`profiles`) has no row at the others. A
-probe that can only refute a claim says why in `cannot_confirm` (its `reproduced` is then
-`inconclusive`), one that can only confirm it in `cannot_refute`. A claim reads the first `seeds`
-seeds it declared, and fewer make it `inconclusive`.
+`evidence`; so is a row whose `earlier_run` stage (or model of it) trained nothing at this profile,
+its text formatted with the facts of that stage's last run (`common.claims.earlier`). A claim scoped
+to some profiles' experiments (`profiles`) has no row at the others. A probe that can only refute
+a claim says why in `cannot_confirm` (its `reproduced` is then `inconclusive`), one that can only
+confirm it in `cannot_refute`. A claim reads the first `seeds` seeds it declared, and fewer make it
+`inconclusive`.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ JUDGES = ("difference", "equivalence", "non_inferiority", "within", "k_of_n", "d
 KEYS = {"id", "claim", "where", "paper_value", "metric", "extract", "args", "judge", "sign", "paper_effect",
         "size_tolerance", "size", "margin", "share", "claimed", "what", "reproduced_when", "direction_when",
         "chance", "control", "context", "note", "seeds", "trained", "why", "evidence", "judged_at", "band", "scale",
-        "size_when", "cannot_confirm", "cannot_refute", "at_least", "of", "profiles"}
+        "size_when", "cannot_confirm", "cannot_refute", "at_least", "of", "profiles", "earlier_run"}
 REQUIRED = {"id", "claim", "where", "judge"}
 OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
 CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|>=|==|<|>)\s*(\S+)\s*$")
@@ -148,9 +150,12 @@ def check_claim(claim: Any, name: str, earlier: set[str], path: Path) -> None:
     judge = claim["judge"]
     if judge not in JUDGES:
         fail(f"judge {judge!r}; allowed: {', '.join(JUDGES)}")
-    if judge == "needs_paper_scale" or claim.get("judged_at"):
+    if judge == "needs_paper_scale" or claim.get("judged_at") or claim.get("earlier_run"):
         if not claim.get("why") or not claim.get("evidence"):
             fail("a row at paper scale gives `why` and the cheapest `evidence` measured here")
+    if (where := claim.get("earlier_run")) is not None and (
+            not isinstance(where, dict) or not {"commit", "stage"} <= set(where) <= {"commit", "stage", "model"}):
+        fail("earlier_run is {commit: <hash>, stage: <the stage that trained it>, model: <optional: one model>}")
     if judge == "needs_paper_scale":
         return
     if judge == "count":
@@ -402,13 +407,17 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
             continue  # a claim of another profile's experiments (a task only the paper profile runs)
         fields = dict(id=name, paper=spec["paper"], profile=profile, claim=claim["claim"], where=claim["where"],
                       paper_value=claim.get("paper_value"), trained=claim.get("trained", kind != "exact"))
-        at_scale = kind == "needs_paper_scale" or (claim.get("judged_at") and profile not in claim["judged_at"])
-        evidence = extract(claim, extractors, results) if claim.get("extract") else Evidence()
+        earlier = earlier_run(claim, results)
+        at_scale = (kind == "needs_paper_scale" or (claim.get("judged_at") and profile not in claim["judged_at"])
+                    or earlier is not None)
+        evidence = Evidence(facts=earlier) if earlier is not None else (
+            extract(claim, extractors, results) if claim.get("extract") else Evidence())
         if claim.get("seeds") and (seed_count(evidence) or 0) > claim["seeds"]:
             evidence = evidence.first(claim["seeds"])  # never more seeds than declared before the run
         values = {"profile": profile, **claim.get("args", {}), **evidence.facts}
         if at_scale and not evidence.missing:
-            entry = claim_entry(**fields, metric=text(claim.get("metric"), values, name) or "-",
+            metric = earlier["earlier_metric"] if earlier is not None else text(claim.get("metric"), values, name)
+            entry = claim_entry(**fields, metric=metric or "-",
                                 verdict="needs paper scale", why=text(claim["why"], values, name),
                                 evidence=text(claim["evidence"], values, name))
         elif evidence.missing:  # nothing measured: the text's facts are absent too
@@ -430,6 +439,22 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
         entries.append(entry)
     check_ledger(entries)
     return entries
+
+
+def earlier_run(claim: dict[str, Any], results: dict[str, dict]) -> dict[str, Any] | None:
+    """The facts of the claim's earlier run where its `earlier_run` stage trained nothing this time
+    (its results hold no models), or not its `model`; else None."""
+    where = claim.get("earlier_run")
+    if not where:
+        return None
+    trained = results.get(where["stage"], {}).get("models")
+    if trained is None or (where["model"] in trained if where.get("model") else trained):
+        return None
+    record = results.get("earlier_runs", {}).get("claims", {})
+    if claim["id"] not in record:
+        raise ConfigError(f"claim {claim['id']}: stage {where['stage']} trained nothing and its earlier run is not "
+                          "recorded; run python -m common.claims.earlier <paper> and list earlier_runs in results")
+    return record[claim["id"]]
 
 
 def extract(claim: dict[str, Any], extractors: ModuleType, results: dict[str, dict]) -> Evidence:

@@ -46,8 +46,9 @@ class ContextConfig:
     n_ctx: int = bounded(32, ge=2)
 
     def check(self) -> None:
-        if len(self.models) < 2:
-            raise ConfigError("models: list at least two of the clm section's models, so that there is a gap")
+        if len(self.models) == 1:
+            raise ConfigError("models: list two or more of the clm section's models, so that there is a gap, or none "
+                              "([]) to train nothing at this profile")
 
 
 def load_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str]:

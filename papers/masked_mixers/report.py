@@ -21,7 +21,12 @@ PAPER = "masked_mixers"
 # README tables
 
 
+NOT_TRAINED = "Not trained at `{}` (the section's `models: []`): its claims read their earlier run (the ledger)."
+
+
 def losses(res: dict) -> str:
+    if not res["models"]:
+        return NOT_TRAINED.format(res["profile"])
     s = res["sizes"]
     lines = [f"d_model {s['d_model']}, {s['n_layers']} layers, n_ctx {s['n_ctx']}, batch {res['batch_size']}, "
              f"{res['steps']} steps, seeds {res['seeds']}; unigram (chance) loss {res['chance_loss']:.3f}.", "",
@@ -44,6 +49,8 @@ def variants(var: dict) -> str:
 
 
 def train_test_gap(gap: dict) -> str:
+    if not gap["models"]:
+        return NOT_TRAINED.format(gap["profile"])
     lines = [f"{gap['train_rows']:,} training stories, {gap['steps']} steps of {gap['batch_size']} rows: "
              f"{gap['epochs']} epochs; losses on {gap['eval_rows']} of those stories and {gap['eval_rows']} "
              f"validation stories, mean ± std over seeds {gap['seeds']}; unigram (chance) loss "

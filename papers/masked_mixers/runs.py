@@ -70,7 +70,9 @@ def train_one(name: str, seed: int, spec: ArchSpec, sizes: ModelsConfig, vocab: 
 def train_section(cfg: CompareConfig, sizes: ModelsConfig, vocab: int, data: Path, run_root: Path,
                   build: Build = build_model, shift_labels: bool | None = None) -> dict[str, dict[str, dict]]:
     """Every model of `cfg` with every seed, in `cfg.workers` processes: model -> seed -> run.
-    `build` must be a module-level function (worker processes import it by name)."""
+    `build` must be a module-level function (worker processes import it by name). `run_root` is
+    made even when there is no run: DVC expects a stage's output directory."""
+    run_root.mkdir(parents=True, exist_ok=True)
     jobs = [dict(name=name, seed=seed, spec=sizes.spec(name), sizes=sizes, vocab=vocab, data=data,
                  run_dir=run_dir_of(run_root, name, seed), optim=cfg.optim, trainer=cfg.trainer,
                  batch_size=cfg.batch_size, build=build, shift_labels=shift_labels)

@@ -47,6 +47,8 @@ def plot_seed_curves(models: dict, path: Path, title: str) -> None:
     from common.eval.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    if not models:
+        ax.text(0.5, 0.5, "no models trained at this profile (models: [])", ha="center", va="center")
     for name, model in models.items():
         curves = [[(row["step"] + 1, row["val/loss"]) for row in run["history"] if "val/loss" in row]
                   for run in model["seeds"].values()]
@@ -58,5 +60,6 @@ def plot_seed_curves(models: dict, path: Path, title: str) -> None:
     ax.set_ylabel("validation cross-entropy (nats/token)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    if models:
+        ax.legend(fontsize=7, ncol=2)
     save_figure(fig, path)

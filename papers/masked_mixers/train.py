@@ -43,9 +43,10 @@ class CompareConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
-        if len(self.models) < 2:
-            raise ConfigError("models: list at least a mixer and a transformer to compare")
-        check_distinct(self.models, "models", at_least=2)
+        if len(self.models) == 1:
+            raise ConfigError("models: list a mixer and a transformer to compare, or none ([]) to train nothing at "
+                              "this profile")
+        check_distinct(self.models, "models", at_least=2 if self.models else 0)
         check_distinct(self.seeds, "seeds")
         if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
             raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")

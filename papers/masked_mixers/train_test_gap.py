@@ -49,8 +49,6 @@ class GapConfig:
     eval_rows: int = bounded(512, ge=1)
 
     def check(self) -> None:
-        if not self.models:
-            raise ConfigError("models: list at least one of the clm section's models")
         if self.eval_rows > self.train_rows:
             raise ConfigError(f"eval_rows: {self.eval_rows} is more than the {self.train_rows} training stories")
 
