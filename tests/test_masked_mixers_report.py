@@ -65,6 +65,19 @@ def test_the_opposite_side_is_not_reproduced():
     assert judged("clm-mixer-vs-gpt", {"clm": clm})["verdict"] == "not reproduced"
 
 
+def test_a_model_with_extra_seeds_pairs_on_the_seeds_both_trained():
+    # mixer_flat trained seeds 0-5 (clm's extra_seeds), gpt 0-3: the claim declares 4 and pairs 0-3;
+    # pairing by position would set mixer seed 4 against nothing and drop gpt's seed 3.
+    clm = _results({"mixer_flat": [1.0, 1.01, 0.99, 1.02, 9.0, 9.0], "gpt": [1.10, 1.12, 1.09, 1.13]},
+                   {"mixer_flat": 0.01, "gpt": 0.01})
+    row = judge_claims("masked_mixers", {"clm": clm}, ["clm-mixer-vs-gpt"])["clm-mixer-vs-gpt"]
+    assert row["difference"]["n"] == 4 and row["difference"]["mean"] < 0 and row["verdict"] != "inconclusive"
+    fewer = _results({"mixer_flat": [1.0, 1.01, 0.99, 1.02], "gpt": [1.10, 1.12, 1.09]},
+                     {"mixer_flat": 0.01, "gpt": 0.01})
+    row = judge_claims("masked_mixers", {"clm": fewer}, ["clm-mixer-vs-gpt"])["clm-mixer-vs-gpt"]
+    assert row["verdict"] == "inconclusive" and "3 of the 4 seeds declared" in row["why"]
+
+
 @pytest.mark.parametrize(("claim_id", "model", "values", "verdict"), [
     ("fig3-untrained-mixer", "mixer_flat", [0.0, 0.01, 0.02], "reproduced"),
     ("fig3-untrained-mixer", "mixer_flat", [0.5, 0.52, 0.49], "not reproduced"),

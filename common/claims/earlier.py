@@ -77,7 +77,8 @@ def build_record(root: Path, paper: str) -> dict:
             raise ConfigError(f"claim {claim['id']}: earlier_run: no such row in the ledger at {commit}")
         results = committed_json(root, commit, f"papers/{paper}/results/{stage}.json")
         claims[claim["id"]] = earlier_facts(entry, stage, results, commit, model)
-    return {"paper": paper, "command": f"python -m common.claims.earlier {paper}", "claims": claims}
+    return {"paper": paper, "command": f"python -m common.claims.earlier {paper}", "spans_profiles": True,
+            "claims": claims}
 
 
 @exit_on_user_error

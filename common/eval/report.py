@@ -119,7 +119,8 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
     # paper-scale MAD searches beside tiny-scale retrainings in one claim.
     by_profile: dict[str, list[str]] = {}
     for name, result in loaded.items():
-        by_profile.setdefault(str(result.get("profile")), []).append(name)
+        if not result.get("spans_profiles"):  # a record of earlier runs (common.claims.earlier) is of no one profile
+            by_profile.setdefault(str(result.get("profile")), []).append(name)
     if len(by_profile) > 1:
         mixed = "; ".join(f"{profile}: {', '.join(names)}" for profile, names in sorted(by_profile.items()))
         raise DataError(f"{results_dir}: the results come from different profiles ({mixed}); "
@@ -128,7 +129,7 @@ def load_results(results_dir: Path, names: tuple[str, ...], paper: str) -> dict[
 
 
 def profile_of(results: dict[str, dict]) -> str:
-    return str(next(iter(results.values()))["profile"])
+    return str(next(result for result in results.values() if not result.get("spans_profiles"))["profile"])
 
 
 def write_ledger_report(args: Namespace, paper: str, result_names: tuple[str, ...],

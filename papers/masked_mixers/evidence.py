@@ -43,6 +43,13 @@ def _paired_stages(*stages: dict) -> None:
         raise ValueError("results from stages of different steps or seeds are paired: rerun `dvc repro` for them")
 
 
+def _on_common_seeds(*models: dict) -> list[dict]:
+    """Each model with only the seeds all of them trained, in seed order: a model with `extra_seeds`
+    pairs with another on the seeds both have."""
+    common = sorted(set.intersection(*(set(model["seeds"]) for model in models)), key=int)
+    return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
+
+
 def _learned(results: dict, *names: str) -> bool:
     """Each model's validation loss measurably below its stage's unigram loss (chance)."""
     def learned(name: str) -> bool:
@@ -60,6 +67,7 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
     if model_a is None or model_b is None:
         return Evidence(missing=f"{a if model_a is None else b} was not trained (a `-S` run with fewer models)")
     _paired_stages(stage_a, stage_b)
+    model_a, model_b = _on_common_seeds(model_a, model_b)
     va, vb = seed_values(model_a), seed_values(model_b)
     curves_a, curves_b = history_curves(model_a), history_curves(model_b)
     if relative:  # the gap as a share of b's loss, its curve read the same way
@@ -75,7 +83,9 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
             baseline = results["mixer_variants"]["baseline"]["forward_flops_per_row"]
             facts[f"{side}_cost"] = model["forward_flops_per_row"] / baseline
     return Evidence(arms={a: va, b: vb}, difference=difference, changes=gap_changes(curves_a, curves_b),
-                    learned=_learned(results, a, b), chance=stage_a["chance_loss"], facts=facts)
+                    learned=all(above_chance(values, stage["chance_loss"], higher_is_better=False)
+                                for values, stage in ((va, stage_a), (vb, stage_b))),
+                    chance=stage_a["chance_loss"], facts=facts)
 
 
 def one_step_parity(results: dict) -> Evidence:
@@ -83,7 +93,7 @@ def one_step_parity(results: dict) -> Evidence:
     evidence = loss_gap(results, "one_step:mixer_flat", "one_step:llama_h4")
     _paired_stages(results["one_step"], results["clm"])
     clm = results["clm"]["models"]
-    causal = paired_differences(seed_values(clm["mixer_flat"]), seed_values(clm["llama_h4"]))
+    causal = paired_differences(*(seed_values(model) for model in _on_common_seeds(clm["mixer_flat"], clm["llama_h4"])))
     evidence.facts.update(prefix=results["one_step"]["prefix"], last=results["clm"]["sizes"]["n_ctx"] - 1,
                           causal=_shown(causal))
     return evidence

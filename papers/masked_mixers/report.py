@@ -28,8 +28,9 @@ def losses(res: dict) -> str:
     if not res["models"]:
         return NOT_TRAINED.format(res["profile"])
     s = res["sizes"]
+    extra = "".join(f", {name} also {seeds}" for name, seeds in res.get("extra_seeds", {}).items())
     lines = [f"d_model {s['d_model']}, {s['n_layers']} layers, n_ctx {s['n_ctx']}, batch {res['batch_size']}, "
-             f"{res['steps']} steps, seeds {res['seeds']}; unigram (chance) loss {res['chance_loss']:.3f}.", "",
+             f"{res['steps']} steps, seeds {res['seeds']}{extra}; unigram (chance) loss {res['chance_loss']:.3f}.", "",
              "| model | parameters | validation loss | fall over the last fifth | s/step (throughput only) |",
              "|---|---|---|---|---|"]
     for name, model in res["models"].items():

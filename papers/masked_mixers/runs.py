@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -38,10 +38,11 @@ LATE_FRACTION = 0.2  # the last fifth of training: how much a model still moves 
 
 def clm_recipe(params_path: Path, section: str, cls: type[T]) -> tuple[T, CompareConfig, ModelsConfig, str]:
     """A section that trains with the clm section's recipe: (its own config, the clm section's, the
-    shared sizes, the profile)."""
+    shared sizes, the profile). The recipe's seeds are clm's `seeds`, not its `extra_seeds`, which
+    name clm's models."""
     own, profile, params = load_stage(params_path, section, cls)
-    return own, stage_config(params, "clm", CompareConfig, profile), stage_config(params, "models", ModelsConfig,
-                                                                                  profile), profile
+    recipe = replace(stage_config(params, "clm", CompareConfig, profile), extra_seeds={})
+    return own, recipe, stage_config(params, "models", ModelsConfig, profile), profile
 
 
 Build = Callable[[ArchSpec, ModelsConfig, int], nn.Module]
@@ -69,16 +70,17 @@ def train_one(name: str, seed: int, spec: ArchSpec, sizes: ModelsConfig, vocab: 
 
 def train_section(cfg: CompareConfig, sizes: ModelsConfig, vocab: int, data: Path, run_root: Path,
                   build: Build = build_model, shift_labels: bool | None = None) -> dict[str, dict[str, dict]]:
-    """Every model of `cfg` with every seed, in `cfg.workers` processes: model -> seed -> run.
+    """Every model of `cfg` with each of its seeds (`cfg.seeds_of`), in `cfg.workers` processes:
+    model -> seed -> run.
     `build` must be a module-level function (worker processes import it by name). `run_root` is
     made even when there is no run: DVC expects a stage's output directory."""
     run_root.mkdir(parents=True, exist_ok=True)
     jobs = [dict(name=name, seed=seed, spec=sizes.spec(name), sizes=sizes, vocab=vocab, data=data,
                  run_dir=run_dir_of(run_root, name, seed), optim=cfg.optim, trainer=cfg.trainer,
                  batch_size=cfg.batch_size, build=build, shift_labels=shift_labels)
-            for name in cfg.models for seed in cfg.seeds]
+            for name in cfg.models for seed in cfg.seeds_of(name)]
     results = iter(run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers)))
-    return {name: {str(seed): next(results) for seed in cfg.seeds} for name in cfg.models}
+    return {name: {str(seed): next(results) for seed in cfg.seeds_of(name)} for name in cfg.models}
 
 
 def model_entry(spec: ArchSpec, runs: dict[str, dict], steps: int) -> dict:
@@ -118,6 +120,7 @@ def write_results(results: Path, section: str, profile: str, cfg: CompareConfig,
                      f"{len(cfg.seeds)} seeds")
     write_json(results / f"{section}.json", {
         "profile": profile, "steps": cfg.trainer.max_steps, "batch_size": cfg.batch_size, "seeds": cfg.seeds,
+        **({"extra_seeds": cfg.extra_seeds} if cfg.extra_seeds else {}),
         **extra, "late_fraction": LATE_FRACTION, "chance_loss": round(chance_loss(data, vocab, sizes.n_ctx), 4),
         "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "vocab_size": vocab,
         "models": models,

@@ -30,6 +30,16 @@ log = logging.getLogger(__name__)
 WEIGHTS = "model.pt"
 
 
+def check_extra_seeds(seeds: list[int], extra: dict[str, list[int]], models: list[str]) -> None:
+    """`extra_seeds`: for models of `models` only, none repeating `seeds`, each a non-negative integer."""
+    for name, more in extra.items():
+        if name not in models:
+            raise ConfigError(f"extra_seeds.{name}: not a model of this section; allowed: {', '.join(models)}")
+        check_distinct(seeds + more, f"extra_seeds.{name} (with seeds)")
+        if min(more, default=0) < 0:
+            raise ConfigError(f"extra_seeds.{name}: seeds are non-negative integers; got {more}")
+
+
 @dataclass
 class CompareConfig:
     """How a comparison stage (`compare.py`: clm, autoencoders, bidirectional) trains its models;
@@ -38,6 +48,8 @@ class CompareConfig:
     seeds: list[int] = seeds_field(0, 1, 2)
     workers: int | None = bounded(None, ge=1)  # processes; None: one per core
     models: list[str] = field(default_factory=list)
+    # Seeds beyond `seeds` for the named models, where a claim reads more of them (claims.yaml).
+    extra_seeds: dict[str, list[int]] = field(default_factory=dict)
     batch_size: int = bounded(16, ge=1)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -48,8 +60,12 @@ class CompareConfig:
                               "this profile")
         check_distinct(self.models, "models", at_least=2 if self.models else 0)
         check_distinct(self.seeds, "seeds")
+        check_extra_seeds(self.seeds, self.extra_seeds, self.models)
         if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
             raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
+
+    def seeds_of(self, name: str) -> list[int]:
+        return self.seeds + self.extra_seeds.get(name, [])
 
 
 def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,

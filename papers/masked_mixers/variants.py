@@ -40,7 +40,7 @@ from common.errors import ConfigError, exit_on_user_error
 from papers.masked_mixers.models import ArchSpec, ModelsConfig, build_model
 from papers.masked_mixers.runs import clm_recipe, model_entry, train_section, write_results
 from papers.masked_mixers.shared import vocab_size
-from papers.masked_mixers.train import CompareConfig
+from papers.masked_mixers.train import CompareConfig, check_extra_seeds
 
 
 @dataclass
@@ -50,6 +50,9 @@ class VariantsConfig:
 
     models: list[str] = field(default_factory=list)
     baseline: str = "mixer_flat"
+    # Seeds beyond clm's `seeds` for the named models, where a claim reads more of them (claims.yaml);
+    # the claim pairs them with the baseline's runs of the same seeds (clm's `extra_seeds`).
+    extra_seeds: dict[str, list[int]] = field(default_factory=dict)
 
     def check(self) -> None:
         if not self.models:
@@ -68,7 +71,8 @@ def load_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str, s
         if (kind := sizes.spec(name).kind) != "lm":
             raise ConfigError(f"mixer_variants.models: {name} has kind {kind!r}; only causal language models "
                               f"(kind 'lm') compare with {own.baseline}")
-    return replace(recipe, models=own.models), sizes, profile, own.baseline
+    check_extra_seeds(recipe.seeds, own.extra_seeds, own.models)
+    return replace(recipe, models=own.models, extra_seeds=own.extra_seeds), sizes, profile, own.baseline
 
 
 def forward_flops(spec: ArchSpec, sizes: ModelsConfig, vocab: int) -> int:
