@@ -447,7 +447,8 @@ def earlier_run(claim: dict[str, Any], results: dict[str, dict]) -> dict[str, An
     where = claim.get("earlier_run")
     if not where:
         return None
-    trained = results.get(where["stage"], {}).get("models")
+    stage = results.get(where["stage"], {})
+    trained = stage.get("models", stage.get("sources"))  # a model, or a retrieval stage's embedding source
     if trained is None or (where["model"] in trained if where.get("model") else trained):
         return None
     record = results.get("earlier_runs", {}).get("claims", {})

@@ -39,12 +39,19 @@ def committed_json(root: Path, commit: str, path: str) -> dict:
 
 
 def stage_cost(results: dict, model: str | None = None) -> tuple[int, float]:
-    """The runs of a comparison stage's results (of `model` only, if given) and their training
-    minutes, summed over runs (the stage trains two at a time on 2 cores, so its wall time is about
-    half of this)."""
-    models = results.get("models", {})
+    """The runs of a stage's results (of `model`, or of a retrieval stage's source, only, if given)
+    and their training minutes, summed over runs (the stage trains two at a time on 2 cores, so its
+    wall time is about half of this)."""
+    models = results.get("models", results.get("sources", {}))
     runs = [run for name, entry in models.items() if model in (None, name) for run in entry["seeds"].values()]
-    return len(runs), sum(run.get("train_seconds", 0.0) for run in runs) / 60
+    return len(runs), sum(run_seconds(run) for run in runs) / 60
+
+
+def run_seconds(run: dict) -> float:
+    """A run's training seconds, or the sum of its parts' (a retrieval source's model per c)."""
+    if "train_seconds" in run:
+        return run["train_seconds"]
+    return sum(part["train_seconds"] for part in run.values() if isinstance(part, dict) and "train_seconds" in part)
 
 
 def earlier_facts(entry: dict, stage: str, results: dict, commit: str, model: str | None = None) -> dict:

@@ -326,7 +326,8 @@ def single_position_retrieval(results: dict) -> Evidence:
     states of the same trained models, for the row that says how they fare at this size."""
     ret = results["retrieval"]
     c = ret["candidates"][0]
-    top1 = {name: _model_top1(ret, name, c) for name in ("mixer_trained", "transformer_trained", *POOLED.values())}
+    top1 = {name: _model_top1(ret, name, c) for name in ("mixer_trained", "transformer_trained", *POOLED.values())
+            if name in ret["sources"]}
     at_chance = [name for name in ("mixer_trained", "transformer_trained") if not above_chance(top1[name], 1 / c)]
     return Evidence(facts={"c": c, "steps": ret["steps"], "n_train": ret["n_train"], "chance": 1 / c,
                            "seeds": len(ret["seeds"]), **{name: _top1(v) for name, v in top1.items()},
