@@ -103,7 +103,7 @@ def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32,
                 f"c{c}_cosine_top1": cosine, f"c{c}_l1_top1": l1, f"c{c}_l2_top1": l2}
 
     sources = {name: {"seeds": {str(k): run(v) for k, v in enumerate(values)}} for name, values in top1.items()}
-    return {"profile": "tiny", "candidates": [c], "steps": 10000, "n_train": 10000, "seeds": [0, 1, 2],
+    return {"profile": "tiny", "candidates": [c], "steps": 10000, "n_train": 10000, "n_test": 256, "seeds": [0, 1, 2],
             "sources": sources, "throughput": {"candidates": [c]}, "infonce": _infonce([150.0] * 3, c=c)}
 
 
@@ -136,6 +136,18 @@ def test_retrieval_is_judged_on_mean_pooled_states_behind_the_positive_control(m
     row = judged("sec4-mixer-beats-transformer-retrieval", {"retrieval": ret})
     assert row["verdict"] == verdict and why in row["why"]
     assert row["arms"]["mixer_trained"]["mean"] == pytest.approx(sum(mixer) / 3)
+
+
+@pytest.mark.parametrize(("control", "passes"), [
+    ([0.598, 0.586, 0.273], True),  # 9x chance in every seed: the mean's 3-seed interval reaches 0.029
+    ([0.598, 0.586, 0.035], False),  # one seed at chance on its 256 test pairs
+])
+def test_the_positive_control_is_tested_seed_by_seed_on_its_test_pairs(control, passes):
+    """The chance of an accuracy is known (1/c), so each seed's top-1 is tested on its own 256 trials
+    (exact binomial), never by an interval over three seeds' means that a lagging seed can widen."""
+    ret = _retrieval({"mixer_trained_mean": control, "transformer_trained_mean": [0.03, 0.02, 0.03]})
+    row = judged("sec4-mixer-beats-transformer-retrieval", {"retrieval": ret})
+    assert ("the positive control is at chance" not in row["why"]) == passes, row["why"]
 
 
 def test_an_untrained_mixer_is_judged_against_the_trained_one_and_gated_by_it():
