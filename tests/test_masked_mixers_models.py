@@ -228,8 +228,8 @@ def test_hidden_states_are_what_the_model_feeds_its_head(name):
     ("variants", "mixer_variants", {"models": ["mixer_k5"]}, "no architecture 'mixer_k5'"),
     ("variants", "mixer_variants", {"models": ["mixer_k4"], "extra_seeds": {"mixer_flat": [3]}},
      "extra_seeds.mixer_flat: not a model of this section"),
-    ("variants", "mixer_variants", {"models": ["mixer_k4"], "extra_seeds": {"mixer_k4": [0]}},
-     "extra_seeds.mixer_k4 (with seeds): give at least 1, each once"),
+    ("variants", "mixer_variants", {"models": ["mixer_k4"], "extra_seeds": {"mixer_k4": [3, 3]}},
+     "extra_seeds.mixer_k4: give at least 1, each once"),
     ("train_test_gap", "train_test_gap", {"models": ["mixer_k4"]}, "mixer_k4 is not trained by the clm section"),
     ("train_test_gap", "train_test_gap", {"train_rows": 8, "eval_rows": 16},
      "eval_rows: 16 is more than the 8 training stories"),
@@ -324,3 +324,14 @@ def test_a_section_with_no_models_trains_nothing_and_writes_its_outputs(module, 
     assert results["models"] == {} and results["profile"] == "smoke"
     assert Path(f"x/{section}_loss.png").stat().st_size > 0
     assert Path("r").is_dir() and not list(Path("r").glob("*/seed*"))
+
+
+def test_extra_seeds_that_seeds_already_holds_are_trained_once():
+    """`-S clm.base.seeds=[0,1,2,3,4]` beside `extra_seeds: {mixer_flat: [3, 4, 5]}`: seeds 0-5 for
+    mixer_flat, each once, and 0-4 for the others."""
+    from papers.masked_mixers.train import CompareConfig
+
+    cfg = CompareConfig(seeds=[0, 1, 2, 3, 4], models=["mixer_flat", "gpt"], extra_seeds={"mixer_flat": [3, 4, 5]})
+    cfg.trainer.max_steps = 5
+    cfg.check()
+    assert cfg.seeds_of("mixer_flat") == [0, 1, 2, 3, 4, 5] and cfg.seeds_of("gpt") == [0, 1, 2, 3, 4]

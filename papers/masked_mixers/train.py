@@ -30,12 +30,13 @@ log = logging.getLogger(__name__)
 WEIGHTS = "model.pt"
 
 
-def check_extra_seeds(seeds: list[int], extra: dict[str, list[int]], models: list[str]) -> None:
-    """`extra_seeds`: for models of `models` only, none repeating `seeds`, each a non-negative integer."""
+def check_extra_seeds(extra: dict[str, list[int]], models: list[str]) -> None:
+    """`extra_seeds`: for models of `models` only, each seed once and a non-negative integer. One
+    that `seeds` holds too (a `-S` run with more seeds for every model) is trained once."""
     for name, more in extra.items():
         if name not in models:
             raise ConfigError(f"extra_seeds.{name}: not a model of this section; allowed: {', '.join(models)}")
-        check_distinct(seeds + more, f"extra_seeds.{name} (with seeds)")
+        check_distinct(more, f"extra_seeds.{name}")
         if min(more, default=0) < 0:
             raise ConfigError(f"extra_seeds.{name}: seeds are non-negative integers; got {more}")
 
@@ -60,12 +61,12 @@ class CompareConfig:
                               "this profile")
         check_distinct(self.models, "models", at_least=2 if self.models else 0)
         check_distinct(self.seeds, "seeds")
-        check_extra_seeds(self.seeds, self.extra_seeds, self.models)
+        check_extra_seeds(self.extra_seeds, self.models)
         if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
             raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
 
     def seeds_of(self, name: str) -> list[int]:
-        return self.seeds + self.extra_seeds.get(name, [])
+        return self.seeds + [seed for seed in self.extra_seeds.get(name, []) if seed not in self.seeds]
 
 
 def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,

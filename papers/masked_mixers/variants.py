@@ -71,7 +71,7 @@ def load_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str, s
         if (kind := sizes.spec(name).kind) != "lm":
             raise ConfigError(f"mixer_variants.models: {name} has kind {kind!r}; only causal language models "
                               f"(kind 'lm') compare with {own.baseline}")
-    check_extra_seeds(recipe.seeds, own.extra_seeds, own.models)
+    check_extra_seeds(own.extra_seeds, own.models)
     return replace(recipe, models=own.models, extra_seeds=own.extra_seeds), sizes, profile, own.baseline
 
 
