@@ -195,6 +195,10 @@ def test_a_row_whose_stage_trained_nothing_here_reads_its_earlier_run():
                         "tiny")[0]["verdict"] == "needs paper scale"
     with pytest.raises(ConfigError, match="python -m common.claims.earlier"):
         build_ledger(spec_of(row), {"s": {"models": {}}}, module, "tiny")
+    # A stage whose results list runs or budgets, not models, trained nothing when the list is empty.
+    for units in ({"runs": []}, {"budgets": []}, {"tasks": {}}):
+        entry = build_ledger(spec_of(row), {"s": units, "earlier_runs": record}, module, "tiny")[0]
+        assert entry["verdict"] == "needs paper scale", units
 
 
 def test_a_claim_this_configuration_did_not_measure_is_inconclusive_and_says_why():

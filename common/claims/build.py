@@ -447,8 +447,7 @@ def earlier_run(claim: dict[str, Any], results: dict[str, dict]) -> dict[str, An
     where = claim.get("earlier_run")
     if not where:
         return None
-    stage = results.get(where["stage"], {})
-    trained = stage.get("models", stage.get("sources"))  # a model, or a retrieval stage's embedding source
+    trained = trained_units(results.get(where["stage"], {}))
     if trained is None or (where["model"] in trained if where.get("model") else trained):
         return None
     record = results.get("earlier_runs", {}).get("claims", {})
@@ -456,6 +455,16 @@ def earlier_run(claim: dict[str, Any], results: dict[str, dict]) -> dict[str, An
         raise ConfigError(f"claim {claim['id']}: stage {where['stage']} trained nothing and its earlier run is not "
                           "recorded; run python -m common.claims.earlier <paper> and list earlier_runs in results")
     return record[claim["id"]]
+
+
+# What a stage's results list as trained, by the first of these keys they hold: models, a retrieval
+# stage's embedding sources, tasks, seeds' runs, budgets.
+TRAINED_UNITS = ("models", "sources", "tasks", "runs", "budgets")
+
+
+def trained_units(stage: dict) -> dict | list | None:
+    """What `stage`'s results trained (empty where it trained nothing), or None where they say neither."""
+    return next((stage[key] for key in TRAINED_UNITS if key in stage), None)
 
 
 def extract(claim: dict[str, Any], extractors: ModuleType, results: dict[str, dict]) -> Evidence:

@@ -9,8 +9,9 @@ profile block), and its claims declare where their last run is:
 
 or one model of a stage no longer trains there (`earlier_run: {..., stage: clm, model: transfixer_series}`).
 At such a profile `common.claims.build` makes the row `needs paper scale`, its `why` and `evidence`
-formatted with the facts of this record (`earlier_verdict`, `earlier_why`, `earlier_seeds`,
-`earlier_to_decide`, `earlier_runs`, `earlier_minutes`, ...). The record is written from the ledger
+formatted with the facts of this record: its extractor's facts on the results of that commit, and
+`earlier_verdict`, `earlier_why`, `earlier_seeds`, `earlier_to_decide`, `earlier_runs`,
+`earlier_minutes` (`-` where the stage records no seconds), ... The record is written from the ledger
 and the stage's results as committed at that commit, so it can be rebuilt from the history:
 
     python -m common.claims.earlier masked_mixers   # papers/masked_mixers/results/earlier_runs.json
@@ -18,11 +19,12 @@ and the stage's results as committed at that commit, so it can be rebuilt from t
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 from pathlib import Path
 
-from common.claims.build import load_spec
+from common.claims.build import TRAINED_UNITS, extract, load_spec
 from common.claims.seeds import sized
 from common.errors import ArgumentParser, ConfigError, exit_on_user_error
 from common.io import write_json
@@ -42,16 +44,22 @@ def stage_cost(results: dict, model: str | None = None) -> tuple[int, float]:
     """The runs of a stage's results (of `model`, or of a retrieval stage's source, only, if given)
     and their training minutes, summed over runs (the stage trains two at a time on 2 cores, so its
     wall time is about half of this)."""
-    models = results.get("models", results.get("sources", {}))
-    runs = [run for name, entry in models.items() if model in (None, name) for run in entry["seeds"].values()]
-    return len(runs), sum(run_seconds(run) for run in runs) / 60
+    units = next((results[key] for key in TRAINED_UNITS if key in results), {})
+    if isinstance(units, list):  # runs or budgets: one run each, no seconds recorded
+        return len(units), None
+    runs = [run for name, entry in units.items() if model in (None, name)
+            for run in (entry["seeds"].values() if "seeds" in entry else [entry])]
+    seconds = [run_seconds(run) for run in runs]
+    return len(runs), None if None in seconds else sum(seconds) / 60
 
 
-def run_seconds(run: dict) -> float:
-    """A run's training seconds, or the sum of its parts' (a retrieval source's model per c)."""
+def run_seconds(run: dict) -> float | None:
+    """A run's training seconds, or the sum of its parts' (a retrieval source's model per c); None
+    where the stage does not record them."""
     if "train_seconds" in run:
         return run["train_seconds"]
-    return sum(part["train_seconds"] for part in run.values() if isinstance(part, dict) and "train_seconds" in part)
+    parts = [part["train_seconds"] for part in run.values() if isinstance(part, dict) and "train_seconds" in part]
+    return sum(parts) if parts else None
 
 
 def earlier_facts(entry: dict, stage: str, results: dict, commit: str, model: str | None = None) -> dict:
@@ -65,14 +73,27 @@ def earlier_facts(entry: dict, stage: str, results: dict, commit: str, model: st
             "earlier_verdict": entry["verdict"], "earlier_why": entry["why"], "earlier_metric": entry["metric"],
             "earlier_seeds": difference.get("n", seeds), "earlier_steps": results.get("steps"),
             "earlier_to_decide": "-" if need == "-" else "more than 10" if need is None else need,
-            "earlier_runs": runs, "earlier_minutes": round(minutes, 1),
-            "earlier_minutes_per_seed": round(minutes / seeds, 1),
-            "earlier_minutes_to_decide": round(minutes / seeds * need, 1) if isinstance(need, int) else "-"}
+            "earlier_runs": runs, "earlier_minutes": "-" if minutes is None else round(minutes, 1),
+            "earlier_minutes_per_seed": "-" if minutes is None else round(minutes / seeds, 1),
+            "earlier_minutes_to_decide": round(minutes / seeds * need, 1)
+            if minutes is not None and isinstance(need, int) else "-"}
+
+
+def committed_results(root: Path, paper: str, commit: str, names: list[str]) -> dict[str, dict]:
+    """The paper's results named in its claims.yaml as committed at `commit` (those it had then)."""
+    results = {}
+    for name in names:
+        try:
+            results[name] = committed_json(root, commit, f"papers/{paper}/results/{name}.json")
+        except ConfigError:
+            continue  # a results file added after that commit
+    return results
 
 
 def build_record(root: Path, paper: str) -> dict:
     """Every claim of `paper` that declares an `earlier_run`, with its facts."""
     spec = load_spec(root / "papers" / paper / "claims.yaml")
+    extractors = importlib.import_module(f"papers.{paper}.evidence")
     claims = {}
     for claim in spec["claims"]:
         if not (where := claim.get("earlier_run")):
@@ -82,8 +103,13 @@ def build_record(root: Path, paper: str) -> dict:
         entry = next((row for row in ledger["claims"] if row["id"] == claim["id"]), None)
         if entry is None:
             raise ConfigError(f"claim {claim['id']}: earlier_run: no such row in the ledger at {commit}")
-        results = committed_json(root, commit, f"papers/{paper}/results/{stage}.json")
-        claims[claim["id"]] = earlier_facts(entry, stage, results, commit, model)
+        results = committed_results(root, paper, commit, spec["results"])
+        if stage not in results:
+            raise ConfigError(f"claim {claim['id']}: earlier_run: no results of stage {stage} at {commit}")
+        # The extractor's facts on those results too, so that a row's text reads the same facts
+        # whether this profile ran its stage or not.
+        facts = extract(claim, extractors, results).facts if claim.get("extract") else {}
+        claims[claim["id"]] = {**facts, **earlier_facts(entry, stage, results[stage], commit, model)}
     return {"paper": paper, "command": f"python -m common.claims.earlier {paper}", "spans_profiles": True,
             "claims": claims}
 

@@ -356,7 +356,11 @@ def infonce_small_batch(results: dict) -> Evidence:
     ret = results["retrieval"]
     source, c = ret["infonce"]["source"], ret["candidates"][0]
     runs = list(ret["infonce"]["seeds"].values())
-    after, before = [run[f"c{c}_cosine_top1"] for run in runs], ranking_top1(ret, source, c)
+    # Each run's own score before tuning (results since infonce.extra_seeds), else its source's of that seed.
+    source_ranks = dict(zip(ret["sources"][source]["seeds"], ranking_top1(ret, source, c)))
+    after = [run[f"c{c}_cosine_top1"] for run in runs]
+    before = [run.get(f"c{c}_cosine_top1_before", source_ranks.get(seed))
+              for seed, run in ret["infonce"]["seeds"].items()]
     batch, steps = ret["infonce"]["batch_size"], ret["infonce"]["steps"]
     ends = sorted(runs[0]["loss_curve"], key=int)  # keys sorted as strings in the file ("1024" before "128")
     return Evidence(arms={"after InfoNCE": after, "before (same model)": before},
