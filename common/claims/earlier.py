@@ -7,7 +7,7 @@ profile block), and its claims declare where their last run is:
 
     earlier_run: {commit: 11dee1e, stage: bidirectional}
 
-or one model of a stage no longer trains there (`earlier_run: {..., stage: clm, model: transfixer_series}`).
+or, where one model of a stage no longer trains there, `{..., stage: clm, model: transfixer_series}`.
 At such a profile `common.claims.build` makes the row `needs paper scale`, its `why` and `evidence`
 formatted with the facts of this record: its extractor's facts on the results of that commit, and
 `earlier_verdict`, `earlier_why`, `earlier_seeds`, `earlier_to_decide`, `earlier_runs`,
@@ -24,7 +24,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from common.claims.build import TRAINED_UNITS, extract, load_spec
+from common.claims.build import extract, load_spec, trained_units
 from common.claims.seeds import sized
 from common.errors import ArgumentParser, ConfigError, exit_on_user_error
 from common.io import write_json
@@ -40,11 +40,11 @@ def committed_json(root: Path, commit: str, path: str) -> dict:
     return json.loads(shown.stdout)
 
 
-def stage_cost(results: dict, model: str | None = None) -> tuple[int, float]:
+def stage_cost(results: dict, model: str | None = None) -> tuple[int, float | None]:
     """The runs of a stage's results (of `model`, or of a retrieval stage's source, only, if given)
     and their training minutes, summed over runs (the stage trains two at a time on 2 cores, so its
     wall time is about half of this)."""
-    units = next((results[key] for key in TRAINED_UNITS if key in results), {})
+    units = trained_units(results) or {}
     if isinstance(units, list):  # runs or budgets: one run each, no seconds recorded
         return len(units), None
     runs = [run for name, entry in units.items() if model in (None, name)
