@@ -192,18 +192,6 @@ def test_infonce_at_small_batch_is_judged_against_the_model_before_tuning(after,
     assert "window 4.00, 3.90, 3.80," in row["why"]  # by step, not by the keys' string order
 
 
-def test_an_infonce_run_beyond_the_sources_seeds_is_paired_with_its_own_score_before_tuning():
-    # Five InfoNCE runs (infonce.extra_seeds) beside sources of three seeds: each run carries the
-    # score of its model before tuning, and the row reads all five, declared 5.
-    ret = _retrieval({})
-    ret["infonce"] = _infonce([150.0] * 5, after=[0.30, 0.32, 0.31, 0.29, 0.33])
-    for k, run in enumerate(ret["infonce"]["seeds"].values()):
-        run["c32_cosine_top1_before"] = 0.03 + 0.01 * k
-    row = judge_claims("masked_mixers", {"retrieval": ret}, ["blog-infonce-fails-at-small-batch"])
-    difference = row["blog-infonce-fails-at-small-batch"]["difference"]
-    assert difference["n"] == 5 and difference["values"] == pytest.approx([0.27, 0.28, 0.26, 0.23, 0.26])
-
-
 def _context_length(steps: int, n_ctx: int, lengths: dict) -> dict:
     history = [{"step": steps, "val/loss": 7.3}]
     clm = {"profile": "tiny", "steps": steps, "sizes": {"n_ctx": n_ctx}, "seeds": [0],

@@ -50,13 +50,9 @@ def _on_common_seeds(*models: dict) -> list[dict]:
     return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
 
 
-def _learned(results: dict, *names: str) -> bool:
-    """Each model's validation loss measurably below its stage's unigram loss (chance)."""
-    def learned(name: str) -> bool:
-        stage, model = _model(results, name)
-        return above_chance(seed_values(model), stage["chance_loss"], higher_is_better=False)
-
-    return all(learned(name) for name in names)
+def _learned(*arms: tuple[list[float], dict]) -> bool:
+    """Each arm's validation losses (per seed) measurably below its stage's unigram loss (chance)."""
+    return all(above_chance(values, stage["chance_loss"], higher_is_better=False) for values, stage in arms)
 
 
 def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
@@ -83,8 +79,7 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
             baseline = results["mixer_variants"]["baseline"]["forward_flops_per_row"]
             facts[f"{side}_cost"] = model["forward_flops_per_row"] / baseline
     return Evidence(arms={a: va, b: vb}, difference=difference, changes=gap_changes(curves_a, curves_b),
-                    learned=all(above_chance(values, stage["chance_loss"], higher_is_better=False)
-                                for values, stage in ((va, stage_a), (vb, stage_b))),
+                    learned=_learned((va, stage_a), (vb, stage_b)),
                     chance=stage_a["chance_loss"], facts=facts)
 
 
@@ -143,13 +138,14 @@ def loss_spikes(results: dict, model: str) -> Evidence:
     if model not in norms["models"]:
         return Evidence(missing=f"the norms stage trained no {model}")
     _paired_stages(norms, clm)
-    without = [rebound(run) for run in norms["models"][model]["seeds"].values()]
-    with_ = [rebound(run) for run in clm["models"][model]["seeds"].values()]
-    history = next(iter(norms["models"][model]["seeds"].values()))["history"]
+    bare, normed = _on_common_seeds(norms["models"][model], clm["models"][model])  # clm may hold extra seeds
+    without = [rebound(run) for run in bare["seeds"].values()]
+    with_ = [rebound(run) for run in normed["seeds"].values()]
+    history = next(iter(bare["seeds"].values()))["history"]
     logged = [row["step"] for row in history if "train/loss" in row]
     calm = all(r < SPIKE for r in with_)
     return Evidence(arms={f"{model} without norms": without, model: with_}, fires=[r >= SPIKE for r in without],
-                    fires_on_positive=fires_on_spike(), learned=_learned(results, f"norms:{model}"),
+                    fires_on_positive=fires_on_spike(), learned=_learned((seed_values(bare), norms)),
                     chance=clm["chance_loss"],
                     failure=None if calm else f"the clm stage's {model} with norms, which must not spike, spiked",
                     facts={"steps": clm["steps"], "spike": SPIKE, "n_layers": clm["sizes"]["n_layers"],
@@ -356,11 +352,7 @@ def infonce_small_batch(results: dict) -> Evidence:
     ret = results["retrieval"]
     source, c = ret["infonce"]["source"], ret["candidates"][0]
     runs = list(ret["infonce"]["seeds"].values())
-    # Each run's own score before tuning (results since infonce.extra_seeds), else its source's of that seed.
-    source_ranks = dict(zip(ret["sources"][source]["seeds"], ranking_top1(ret, source, c)))
-    after = [run[f"c{c}_cosine_top1"] for run in runs]
-    before = [run.get(f"c{c}_cosine_top1_before", source_ranks.get(seed))
-              for seed, run in ret["infonce"]["seeds"].items()]
+    after, before = [run[f"c{c}_cosine_top1"] for run in runs], ranking_top1(ret, source, c)
     batch, steps = ret["infonce"]["batch_size"], ret["infonce"]["steps"]
     ends = sorted(runs[0]["loss_curve"], key=int)  # keys sorted as strings in the file ("1024" before "128")
     return Evidence(arms={"after InfoNCE": after, "before (same model)": before},
