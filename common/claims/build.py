@@ -14,7 +14,9 @@ The judges:
 - `difference`: a claimed sign (`sign: +1` larger, `-1` smaller) of the per-seed difference, and the
   paper's size where it is comparable with ours (`paper_effect`, `size_tolerance`; without them the
   row judges direction only, and its `size` says why). With `parts`, several differences, each
-  judged so: the row holds when all do, or when `at_least` of them (or of the extractor's groups) do.
+  judged so: the row holds when all do, or when `at_least` of them (or of the extractor's groups) do:
+  a number, `most` (more than half) or `all but N`, the last two for claims worded so, whose parts
+  differ between profiles (the MAD tasks one profile runs).
   `size_when` conditions over the facts (as for `exact`) must also hold for `reproduced`; where one
   fails, the row is `direction reproduced` when every seed points the paper's way.
 - `equivalence` and `non_inferiority`, with their `margin` (a number, or the name of a fact).
@@ -167,8 +169,11 @@ def check_claim(claim: Any, name: str, earlier: set[str], path: Path) -> None:
         fail("a judged claim names its `extract` function")
     if not claim.get("metric"):
         fail("a judged claim names its `metric`")
-    if claim.get("at_least") is not None and (not isinstance(claim["at_least"], int) or claim["at_least"] < 1):
-        fail(f"at_least must be a whole number of at least 1, got {claim['at_least']!r}")
+    if judge != "count" and claim.get("at_least") is not None:
+        try:
+            parts_needed(claim["at_least"], 1_000)
+        except ValueError:
+            fail(f"at_least must be a whole number of at least 1, `most` or `all but N`, got {claim['at_least']!r}")
     if judge == "difference" and claim.get("sign") not in (1, -1):
         fail(f"sign must be +1 (larger) or -1 (smaller), got {claim.get('sign')!r}")
     if judge == "difference" and claim.get("paper_effect") is None and not claim.get("size"):
@@ -275,7 +280,7 @@ def interval_judge(claim: dict[str, Any], evidence: Evidence,
 
 
 def judge_parts(judge: Callable[[list[float]], rules.Judgement], evidence: Evidence, bounds: tuple[float, ...],
-                at_least: int | None) -> tuple[rules.Judgement, float | None]:
+                at_least: int | str | None) -> tuple[rules.Judgement, float | None]:
     """Each part judged on its interval (and settled on its own curve where the evidence gives one),
     then the parts counted by `judge_groups`. The margin is the smallest of the parts', for a row that
     needs them all."""
@@ -291,14 +296,14 @@ def judge_parts(judge: Callable[[list[float]], rules.Judgement], evidence: Evide
 
 
 def judge_groups(judged: dict[str, rules.Judgement], groups: dict[str, list[str]] | None,
-                 at_least: int | None) -> tuple[rules.Judgement, int, dict[str, list[str]]]:
+                 at_least: int | str | None) -> tuple[rules.Judgement, int, dict[str, list[str]]]:
     """Parts already judged, counted: a group of parts passes when one of its parts does and fails
     when all do not reproduce (each part is its own group unless `groups` says otherwise); the row
     needs `at_least` passing groups (all, by default): `reproduced` when it has them (`direction
     reproduced` when one of them passes only in direction), `not reproduced` when too few can still
     pass, else `inconclusive`. Also the groups needed and the groups."""
     named = groups or {name: [name] for name in judged}
-    needed = len(named) if at_least is None else at_least
+    needed = parts_needed(at_least, len(named))
     passing = [g for g, names in named.items() if any(judged[n][0] in rules.PASSING for n in names)]
     failing = [g for g, names in named.items() if all(judged[n][0] == "not reproduced" for n in names)]
     if len(passing) >= needed:
@@ -312,6 +317,20 @@ def judge_groups(judged: dict[str, rules.Judgement], groups: dict[str, list[str]
     if needed < len(named) or groups:
         why = f"{len(passing)} of {len(named)} pass, at least {needed} needed ({why})"
     return (verdict, why), needed, named
+
+
+def parts_needed(at_least: int | str | None, n: int) -> int:
+    """How many of `n` parts a row needs: all (None), a number, `most` (more than half) or `all but N`."""
+    if at_least is None:
+        return n
+    if isinstance(at_least, int) and not isinstance(at_least, bool) and at_least >= 1:
+        return at_least
+    if at_least == "most":
+        return n // 2 + 1
+    count = at_least.removeprefix("all but ") if isinstance(at_least, str) else ""
+    if at_least != count and count.isdigit() and int(count) >= 1:
+        return max(1, n - int(count))
+    raise ValueError(f"at_least: {at_least!r}")
 
 
 def judge_count(claim: dict[str, Any], verdicts: dict[str, str]) -> rules.Judgement:

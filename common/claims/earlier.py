@@ -47,10 +47,18 @@ def stage_cost(results: dict, model: str | None = None) -> tuple[int, float | No
     units = trained_units(results) or {}
     if isinstance(units, list):  # runs or budgets: one run each, no seconds recorded
         return len(units), None
-    runs = [run for name, entry in units.items() if model in (None, name)
-            for run in (entry["seeds"].values() if "seeds" in entry else [entry])]
+    runs = [run for name, entry in units.items() if model in (None, name) for run in seed_runs(entry)]
     seconds = [run_seconds(run) for run in runs]
     return len(runs), None if None in seconds else sum(seconds) / 60
+
+
+def seed_runs(entry: dict) -> list[dict]:
+    """A trained unit's runs: one per seed where its results keep them by seed (a list of seeds
+    without per-seed results, as an LRA task's, counts a run per seed), else the unit itself."""
+    seeds = entry.get("seeds")
+    if isinstance(seeds, dict):
+        return list(seeds.values())
+    return [entry] * len(seeds) if isinstance(seeds, list) else [entry]
 
 
 def run_seconds(run: dict) -> float | None:
