@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from common.claims.ledger import check_ledger
+from common.errors import DataError
 from papers.manticore import lra_sizing
 from papers.manticore.sizing import flat_from, rise_noise
 from tests.conftest import ROOT, judge_claims
@@ -161,7 +162,19 @@ def test_budgets_for_a_task_the_tables_do_not_run_stop_the_stage(tmp_path, capsy
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**params, "profile": "tiny"}))
     with pytest.raises(SystemExit) as stop:
         lra_sizing.main(["--params", str(tmp_path / "params.yaml"), "--lra", str(tmp_path / "lra"),
-                         "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out.json")])
+                         "--tables", str(tmp_path / "tables.json"), "--run-dir", str(tmp_path / "runs"),
+                         "--out", str(tmp_path / "out.json")])
     assert stop.value.code == 2
     assert "lra_sizing.budgets.listopz: not a task of lra_tasks" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_the_tables_budget_is_the_tables_first_seed_run():
+    """The table's run at its own budget is read, not trained again; a table of other steps or
+    without that seed is refused."""
+    run = {"seed": 0, "steps": 3000, "accuracy": 0.3, "n": 500, "majority_rate": 0.14, "loss": 1.7}
+    tables = {"tasks": {"listops": {"models": {"mamba": {"seeds": [{**run, "seed": 1}, run]}}}}}
+    assert lra_sizing.table_run(tables, "listops", "mamba", 3000, 0) == {k: v for k, v in run.items() if k != "seed"}
+    for args in (("listops", "mamba", 600, 0), ("listops", "mamba", 3000, 2), ("pathfinder32", "mamba", 3000, 0)):
+        with pytest.raises(DataError, match="rerun lra_experiments"):
+            lra_sizing.table_run(tables, *args)

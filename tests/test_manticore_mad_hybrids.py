@@ -61,7 +61,10 @@ def test_three_component_hybrid_has_two_manticore_blocks_of_half_of_each_compone
     # The paper: one Manticore block against the components (Table 2 right), two for the existing
     # hybrids' comparison and for the search that programs Figure 2 (right), no projectors.
     assert cfg.n_blocks == 1 and spec.n_blocks == 2 and not cfg.projectors
-    assert cfg.programming.n_blocks == 2 and cfg.programming.search.arch_lr == 0.01
+    if profile == "tiny":  # `programmed` trains nothing there, so no search programs it
+        assert cfg.programming is None
+    else:
+        assert cfg.programming.n_blocks == 2 and cfg.programming.search.arch_lr == 0.01
     assert list(cfg.components) == ["gpt_neo", "mamba"]  # what `programmed` reads
     configs = {**component_configs(cfg, 32, 32), **baseline_configs(cfg, 32, 32)}
     hybrid = build_hybrid({n: configs[n] for n in spec.components}, spec.n_blocks, 32, cfg.projectors)

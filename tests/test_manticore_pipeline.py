@@ -38,17 +38,22 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert sum(completions["rows"].values()) == 2 * 12
     mad = json.loads((repo / RESULTS / "mad_experiments.json").read_text())
     assert set(mad["tasks"]) == {"mad_baseline/in-context-recall", "mad_baseline/memorization"}
-    for row in mad["tasks"].values():
+    assert mad["seeds"] == [0, 1] and all(list(task["seeds"]) == ["0", "1"] for task in mad["tasks"].values())
+    rows = {entry: task["seeds"]["0"] for entry, task in mad["tasks"].items()}  # the first seed's
+    assert rows["mad_baseline/memorization"]["gpt_neo"] != mad["tasks"]["mad_baseline/memorization"]["seeds"]["1"][
+        "gpt_neo"], "seeds that train differently"
+    for row in rows.values():
         assert {"gpt_neo", "mamba", "manticore", "manticore_discretized"} <= set(row)
         assert all(sorted(block) == [0.0, 1.0] for block in row["manticore_discretized"]["alphas"])
         assert set(row["baselines"]) == {"striped_mh_hyena_moe", "mambaformer"}
         assert {"search", "discretized"} <= set(row["hybrids"]["manticore_3"])
     sizing = json.loads((repo / RESULTS / "mad_sizing.json").read_text())
-    assert sizing["summary"]["budgets"] == [2, 4], "smoke's budget and the tables' own"
+    assert sizing["summary"]["budgets"] == [2] and sizing["summary"]["table_budget"] == 4, \
+        "smoke's budget; the tables' own is mad_experiments' runs"
     assert set(sizing["tasks"]) == set(mad["tasks"])
     for row in sizing["tasks"].values():
         assert set(row["networks"]) == {"gpt_neo", "mamba", "striped_mh_hyena_moe", "mambaformer"}
-        assert 0 < row["chance"] < 1 and all(len(n["runs"]) == 2 for n in row["networks"].values())
+        assert 0 < row["chance"] < 1 and all(len(n["runs"]) == 1 for n in row["networks"].values())
     programmed = json.loads((repo / RESULTS / "programmed.json").read_text())
     assert len(programmed["sweep"]) == 9, "a 3 x 3 grid over two blocks"
     assert [r["seed"] for r in programmed["runs"]] == programmed["seeds"] == [0, 1]
@@ -57,14 +62,14 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         assert point["val_loss"] == pytest.approx(sum(losses) / len(losses)), "the landscape is the seeds' mean"
     assert len({r["programmed_val_loss"] for r in programmed["runs"]}) == 2, "seeds that train differently"
     assert mad["n_blocks"] == 1 and mad["programming"]["n_blocks"] == 2 and not mad["projectors"]
-    for row in mad["tasks"].values():
+    for row in rows.values():
         assert len(row["manticore"]["alphas"]) == 1 and len(row["programming"]["alphas"]) == 2
         assert row["manticore"]["best_loss"] <= row["manticore"]["loss"]
-    mean = [[sum(mad["tasks"][t]["programming"]["alphas"][i][m] for t in mad["tasks"]) / len(mad["tasks"])
-             for m in range(2)] for i in range(2)]
+    mean = [[sum(rows[t]["programming"]["alphas"][i][m] for t in rows) / len(rows) for m in range(2)]
+            for i in range(2)]
     got = [a for block in programmed["programmed"]["alphas"] for a in block]
     assert got == pytest.approx([a for block in mean for a in block], abs=1e-6), \
-        "the mean of MAD's programming-search alphas"
+        "the mean of the MAD programming searches' alphas, of the first seed"
     assert set(programmed["summary"]["frankenmerges"]) == {"gpt_neo then mamba", "mamba then gpt_neo"}
     budget = json.loads((repo / RESULTS / "projector_budget.json").read_text())
     assert [r["steps"] for r in budget["budgets"]] == [0, 2]

@@ -15,14 +15,18 @@ from papers.manticore.projector_budget import ProjectorBudgetConfig
 
 def write_mad(path, components, n_blocks, programming=True):
     """A mad_experiments result whose Table 2 search (one block) differs from its programming search."""
-    row = {"manticore": {"alphas": [[0.9, 0.1]], "trajectory": [[[0.5, 0.5]]]},
-           "programming": {"alphas": [[0.25, 0.75]] * n_blocks, "trajectory": [[[0.5, 0.5]] * n_blocks]}}
-    path.write_text(json.dumps({"components": components, "n_blocks": 1,
+    def row(alpha):
+        return {"manticore": {"alphas": [[0.9, 0.1]], "trajectory": [[[0.5, 0.5]]]},
+                "programming": {"alphas": [[1 - alpha, alpha]] * n_blocks, "trajectory": [[[0.5, 0.5]] * n_blocks]}}
+
+    # seeds listed 1 first: the first seed is the stage's first, not the smallest
+    path.write_text(json.dumps({"components": components, "n_blocks": 1, "seeds": [1, 0],
                                 "programming": {"n_blocks": n_blocks} if programming else None,
-                                "tasks": {"mad/a": row}}))
+                                "tasks": {"mad/a": {"seeds": {"1": row(0.75), "0": row(0.5)}}}}))
 
 
 def test_programming_reads_each_tasks_alphas(tmp_path):
+    """The first seed's search of each task, as the paper ran one per task."""
     write_mad(tmp_path / "mad.json", ["gpt_neo", "mamba"], 2)
     searched = mad_alphas(tmp_path / "mad.json", ProgrammedConfig())
     assert searched == {"mad/a": {"alphas": [[0.25, 0.75]] * 2, "trajectory": [[[0.5, 0.5]] * 2]}}
@@ -65,12 +69,10 @@ def test_corner_finds_a_grid_point():
     (ProgrammedConfig, {"sweep_points": [0.0, 0.5]}, "must include 0 and 1"),
     (ProgrammedConfig, {"n_blocks": 3}, "need 2"),
     (ProgrammedConfig, {"components": ["gpt_neo"]}, "exactly two"),
-    (ProgrammedConfig, {"seeds": [0, 0]}, "seeds: give at least 1, each once"),
-    (ProgrammedConfig, {"seeds": []}, "seeds: give at least 1, each once"),
+    (ProgrammedConfig, {"seeds": [0, 0]}, "seeds: give each once"),
     (ProgrammedConfig, {"components": ["gpt_neo", "gpt_neo"]}, r"components: give at least 1, each once"),
     (ProgrammedConfig, {"seed": 3}, "list 3 there instead"),
     (ProjectorBudgetConfig, {"budgets": [30, 0]}, "increasing order"),
-    (ProjectorBudgetConfig, {"budgets": []}, "increasing order"),
     (ProjectorBudgetConfig, {"n_blocks": 2}, "one block"),
 ])
 def test_bad_settings_are_one_line_errors(cls, raw, match):

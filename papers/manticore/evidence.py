@@ -165,7 +165,13 @@ def _compare(res: dict, worse: list[dict], better: list[dict], names: tuple[str,
     return Evidence(arms=dict(zip(names, (a, b))), difference=paired_differences(a, b),
                     changes=gap_changes(_curves(worse), _curves(better)), learned=_learned([a, b], chance),
                     chance=chance, failure=_failure(res, against_components, *more),
-                    facts={"components": ", ".join(main[0]["components"]), "controls": _controls(res)})
+                    facts={"components": ", ".join(main[0]["components"]), "controls": _controls(res),
+                           "per_seed": per_seed(paired_differences(a, b))})
+
+
+def per_seed(values: list[float]) -> str:
+    """A difference's values, one per seed, for a row's text."""
+    return ", ".join(f"{v:+.4f}" for v in values)
 
 
 def hybrid_over_components(results: dict) -> Evidence:
@@ -274,54 +280,81 @@ def task_gain(results: dict, task: str) -> Evidence:
             gain = spread(paired_differences(better_alone(c_arms, c_better)[1], c_arms["manticore"]))
             controls.append(f"{label} ({' + '.join(runs[0]['components'])}): better component - Manticore "
                             f"{gain['mean']:.3f} ± {gain['std']:.3f}")
-    return Evidence(arms=arms, difference=paired_differences(alone, arms["manticore"]),
+    difference = paired_differences(alone, arms["manticore"])
+    return Evidence(arms=arms, difference=difference,
                     changes=gap_changes([t["alone"][b]["curve"] for t, b in zip(task_runs, better)],
                                         [t["manticore"]["curve"] for t in task_runs]),
                     learned=_learned(list(arms.values()), chance), chance=chance, failure=_failure(res, True),
                     facts={"better": name, "components": ", ".join(main[0]["components"]),
+                           "per_seed": per_seed(difference),
                            "controls": "; ".join(controls) or "no control pair was fine-tuned on the tasks"})
 
 
 # ---------------------------------------------------------------------------------------------
-# MAD and LRA from scratch (Tables 2, 3, 5, 6, 7): the tables run one seed at a budget of their own;
-# the sizing runs say from which budget each network is above chance.
+# MAD and LRA from scratch (Tables 2, 3, 5, 6, 7): the MAD tables run every network on every seed of
+# mad_tasks; the sizing runs say from which budget each network is above chance.
 
-def _at_budget(row: dict, name: str, budget: int) -> bool:
-    return row["networks"][name]["runs"][str(budget)]["above_chance"]
+def mad_seed_rows(mad: dict, entry: str) -> list[dict]:
+    """Task `entry`'s rows of the MAD tables, one per seed, in the order of the stage's seeds."""
+    if "seeds" not in mad:  # results before the tables ran seeds (one row per task): earlier runs' records
+        return [mad["tasks"][entry]]
+    return [mad["tasks"][entry]["seeds"][str(seed)] for seed in mad["seeds"]]
 
 
-def mad_sizing_reading(sizing: dict, networks: list[str]) -> tuple[bool, str]:
-    """Whether every one of `networks` is above chance on every task at the tables' budget, and what
-    the sizing runs measured, in words."""
-    budget, budgets = sizing["summary"]["table_budget"], sizing["summary"]["budgets"]
-    learned, parts = True, []
-    for entry, row in sizing["tasks"].items():
-        learned &= all(_at_budget(row, n, budget) for n in networks)
-        needs = [f"{n} {row['networks'][n]['above_chance_from']}" if row["networks"][n]["above_chance_from"]
-                 is not None else f"{n} >{budgets[-1]}" for n in networks]
-        parts.append(f"{entry.split('/')[1]} (chance {row['chance']:.2f}): {', '.join(needs)}")
-    at = sum(_at_budget(row, n, budget) for row in sizing["tasks"].values() for n in networks)
-    total = len(sizing["tasks"]) * len(networks)
-    text = (f"{at} of {total} runs above chance at the tables' {budget} steps; the budget from which each network is "
-            f"above chance (one run per budget of {budgets}; >{budgets[-1]}: none of them): " + "; ".join(parts))
+def first_seed_row(mad: dict, entry: str) -> dict:
+    """Task `entry`'s row of the first seed: the one whose search programs Figure 2 (right), as the
+    paper ran one search per task."""
+    return mad_seed_rows(mad, entry)[0]
+
+
+def _alone(row: dict, name: str) -> dict:
+    return row[name] if name in row else row["baselines"][name]
+
+
+def mad_learned(results: dict, networks: list[str]) -> tuple[bool, str]:
+    """Whether every one of `networks` (each trained alone) is above chance on every task and seed of
+    the tables (the exact binomial test on the task's scored test positions, against the
+    majority-class rate mad_sizing measured), and that reading in words, with the sizing runs'."""
+    mad, sizing = results["mad_experiments"], results["mad_sizing"]
+    alpha, learned, parts = sizing["config"]["alpha"], True, []
+    for entry in mad["tasks"]:
+        if entry not in sizing["tasks"]:
+            raise DataError(f"mad_sizing.json has no chance level for {entry}; rerun mad_sizing with mad_tasks' "
+                            "settings")
+        task = sizing["tasks"][entry]
+        cells = []
+        for name in networks:
+            accuracy = [_alone(row, name)["accuracy"] for row in mad_seed_rows(mad, entry)]
+            at_chance = sum(not run_above_chance(a, task["scored_positions"], task["chance"], alpha) for a in accuracy)
+            learned &= not at_chance
+            cells.append(f"{name} {statistics.mean(accuracy):.2f}"
+                         + (f" ({at_chance} of {len(accuracy)} seeds at chance)" if at_chance else ""))
+        largest = max(sizing["summary"]["budgets"], default=0)
+        sized = ", ".join(f"{n} {net['above_chance_from'] if net['above_chance_from'] is not None else f'>{largest}'}"
+                          for n, net in task["networks"].items() if n in networks)
+        parts.append(f"{entry.split('/')[1]} (chance {task['chance']:.2f}): {', '.join(cells)}"
+                     + (f"; above chance from (sizing runs, seed {sizing['seed']}, budgets "
+                        f"{sizing['summary']['budgets']}): {sized}" if sized else ""))
+    text = (f"test accuracy of each network alone at the tables' {mad['steps']} steps, mean of {len(mad['seeds'])} "
+            f"seeds: " + "; ".join(parts))
     return learned, text
 
 
 def _mad(results: dict, networks: list[str], parts: dict[str, list[float]]) -> Evidence:
-    learned, reading = mad_sizing_reading(results["mad_sizing"], networks)
-    # chance per task: the majority-class rate of its scored targets, as the sizing runs measured it
+    learned, reading = mad_learned(results, networks)
+    # chance per task: the majority-class rate of its scored targets, as the sizing stage measured it
     chance = {entry.split("/")[1]: row["chance"] for entry, row in results["mad_sizing"]["tasks"].items()}
     return Evidence(arms=parts, parts=parts, learned=learned, chance=chance,
-                    facts={"sizing": reading, "budget": results["mad_sizing"]["summary"]["table_budget"]})
+                    facts={"reading": reading, "budget": results["mad_experiments"]["steps"]})
 
 
 def mad_over_components(results: dict) -> Evidence:
-    """Table 2 (right), per task: the better component's best test loss - Manticore's (one seed)."""
+    """Table 2 (right), per task: the better component's best test loss - Manticore's, per seed."""
     mad = results["mad_experiments"]
     names = mad["components"]
     return _mad(results, names, {entry.split("/")[1]: [min(r[n]["best_loss"] for n in names) -
-                                                       r["manticore"]["best_loss"]]
-                                 for entry, r in mad["tasks"].items()})
+                                                       r["manticore"]["best_loss"] for r in mad_seed_rows(mad, entry)]
+                                 for entry in mad["tasks"]})
 
 
 def _hybrid(mad: dict) -> tuple[str, dict] | None:
@@ -329,29 +362,31 @@ def _hybrid(mad: dict) -> tuple[str, dict] | None:
 
 
 def mad_over_hybrids(results: dict) -> Evidence:
-    """Table 2 (left), per task: the better existing hybrid's test loss - the Manticore hybrid's."""
+    """Table 2 (left), per task: the better existing hybrid's test loss - the Manticore hybrid's, per seed."""
     mad = results["mad_experiments"]
     if (hybrid := _hybrid(mad)) is None:
         return Evidence(missing="no Manticore hybrid of existing hybrids was trained")
     name, spec = hybrid
     evidence = _mad(results, list(dict.fromkeys([*mad["baselines"], *spec["components"]])),
                     {entry.split("/")[1]: [min(b["loss"] for b in r["baselines"].values()) -
-                                           r["hybrids"][name][spec["compare"]]["loss"]]
-                     for entry, r in mad["tasks"].items()})
+                                           r["hybrids"][name][spec["compare"]]["loss"]
+                                           for r in mad_seed_rows(mad, entry)]
+                     for entry in mad["tasks"]})
     evidence.facts["compare"] = spec["compare"]
     return evidence
 
 
 def mad_discretized(results: dict) -> Evidence:
-    """Table 5, per task: the discretized and retrained hybrid's test loss over the searched one's, - 1."""
+    """Table 5, per task: the discretized and retrained hybrid's test loss over the searched one's,
+    - 1, per seed."""
     mad = results["mad_experiments"]
     if (hybrid := _hybrid(mad)) is None or "discretized" not in hybrid[1]["retrain"]:
         return Evidence(missing="no discretized hybrid was retrained")
     name, spec = hybrid
     return _mad(results, spec["components"],
                 {entry.split("/")[1]: [r["hybrids"][name]["discretized"]["loss"] /
-                                       r["hybrids"][name]["search"]["loss"] - 1]
-                 for entry, r in mad["tasks"].items()})
+                                       r["hybrids"][name]["search"]["loss"] - 1 for r in mad_seed_rows(mad, entry)]
+                 for entry in mad["tasks"]})
 
 
 def lra_sizing_reading(name: str, row: dict) -> str:
@@ -432,7 +467,7 @@ def programmed_hybrid(results: dict) -> Evidence:
     programmed alphas are the mean of the MAD searches' alphas, so they say something only where those
     searches learned their tasks (accuracy above chance, exact binomial test): the computed check."""
     res, mad, sizing = results["programmed"], results["mad_experiments"], results["mad_sizing"]
-    searches = {t: mad["tasks"][t]["programming"] for t in res["mad_searched"]}
+    searches = {t: first_seed_row(mad, t)["programming"] for t in res["mad_searched"]}
     if unsized := [t for t in searches if t not in sizing["tasks"]]:
         raise DataError(f"mad_sizing.json has no chance level for {', '.join(unsized)}; rerun mad_sizing with "
                         "mad_experiments' settings")

@@ -146,6 +146,16 @@ def val_loss(history: list[dict]) -> float:
     return next(r["val/loss"] for r in reversed(history) if "val/loss" in r)
 
 
+def save_not_trained(path: Path, profile: str) -> None:
+    """The figure of a stage that trains nothing at `profile`: a line that says so, where a reader
+    of the plots expects the stage's figure."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.text(0.5, 0.5, f"nothing trained at profile {profile}: a claim that reads this stage reads its earlier run",
+            ha="center", va="center", fontsize=9)
+    ax.axis("off")
+    save_figure(fig, path)
+
+
 def plot_landscape(sweep: list[dict], searched: dict, names: list[str], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(sweep[0]["alphas"]) == 1:

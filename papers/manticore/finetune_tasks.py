@@ -56,7 +56,7 @@ from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
-from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, val_loss
+from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, save_not_trained, val_loss
 from papers.manticore.instructions import distinct_instructions, generate_instructions, mix_genres
 from papers.manticore.landscape import LandscapeConfig, landscape, search_alphas
 
@@ -187,6 +187,11 @@ def figure3_claims(row: dict, result: dict, components: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
+    if not cfg.train:
+        write_json(args.out, {"profile": profile, "components": cfg.components, "trained": False})
+        save_not_trained(args.plot, profile)
+        log.info("wrote %s: train is false, nothing trained", args.out)
+        return
     components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])
     vocab_size = len(tokenizer)
     runner = Runner(cfg, components, vocab_size, args.run_dir)

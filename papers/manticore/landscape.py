@@ -35,6 +35,8 @@ class LandscapeConfig(SweepConfig):
     # gradient moves the weights themselves, not AdamW-normalised logits, and needs its own scale.
     arch_lr: dict[str, float] = field(default_factory=dict)
     best_region_tolerance: float = bounded(0.02, ge=0)  # relative loss above the sweep's best
+    # False: the stage trains nothing at this profile, where no claim reads it (its tables say so)
+    train: bool = True
 
     def check(self) -> None:
         super().check()

@@ -7,7 +7,8 @@ networks that have not left chance such a comparison ranks noise. For every task
 `budgets` and every component that can read its sequences, one complete run per budget (each with
 its own warmup and cosine schedule, as `lra_experiments` would train at that `max_steps`; its
 optimizer, batch size, pooling and first seed), scored on the examples the table scores. The table's own
-budget for the task is always one of the budgets.
+budget for the task is always one of the budgets: its run is the table's first seed's, read from
+`lra_experiments`' results (`--tables`), the same run bit for bit, so nothing trains twice.
 
 Chance is the majority-class rate of the scored examples: a classifier that always answers the most
 frequent label scores it without reading its input. A run is above chance when the exact one-sided
@@ -25,7 +26,7 @@ from common.stages import load_stage, stage_cli
 
 # Declared before the other imports, so that `--help` answers without loading torch and Lightning.
 # ruff: noqa: E402
-CLI = stage_cli(__name__, __doc__, "lra", "run-dir", "out")
+CLI = stage_cli(__name__, __doc__, "lra", "tables", "run-dir", "out")
 
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -33,8 +34,8 @@ from pathlib import Path
 
 from common.claims.rules import run_above_chance
 from common.config import bounded, stage_config
-from common.errors import ConfigError, exit_on_user_error
-from common.io import write_json
+from common.errors import ConfigError, DataError, exit_on_user_error
+from common.io import load_json, write_json
 from common.parallel import run_jobs
 from papers.manticore.lra_config import (
     LRATasksConfig,
@@ -76,6 +77,17 @@ def size_run(cfg: LRATasksConfig, task: str, component: str, budget: int, lra_di
     return scores
 
 
+def table_run(tables: dict, task: str, component: str, budget: int, seed: int) -> dict:
+    """The table's run of `component` on `task` at the table's `budget` with `seed`, from
+    lra_experiments' results, in the form `size_run` returns."""
+    row = tables["tasks"].get(task)
+    runs = [] if row is None else [r for r in row["models"][component]["seeds"] if r["seed"] == seed]
+    if not runs or runs[0]["steps"] != budget:
+        raise DataError(f"lra_experiments.json has no run of {component} on {task} at {budget} steps with seed {seed}; "
+                        "rerun lra_experiments with lra_tasks' settings")
+    return {key: value for key, value in runs[0].items() if key != "seed"}
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
@@ -86,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"lra_sizing.budgets.{unknown[0]}: not a task of lra_tasks; "
                           f"allowed: {', '.join(cfg.tasks)}")
 
+    tables = load_json(args.tables, "run the lra_experiments stage first")
     tasks, jobs = {}, []
     for name, listed in sizing.budgets.items():
         table_budget = cfg.tasks[name].max_steps or cfg.trainer.max_steps
@@ -96,7 +109,10 @@ def main(argv: list[str] | None = None) -> None:
                        "sequence_length": prepared.length}
         jobs += [{"cfg": cfg, "task": name, "component": c, "budget": b, "lra_dir": args.lra,
                   "run_dir": args.run_dir / name / c / f"steps{b}"} for c in readers for b in budgets]
-    runs = run_jobs(size_run, jobs, cfg.trainer.job_workers(sizing.workers), cost=lambda job: job["budget"])
+    trained = [job for job in jobs if job["budget"] != tasks[job["task"]]["table_budget"]]
+    done = iter(run_jobs(size_run, trained, cfg.trainer.job_workers(sizing.workers), cost=lambda job: job["budget"]))
+    runs = [next(done) if job["budget"] != tasks[job["task"]]["table_budget"] else
+            table_run(tables, job["task"], job["component"], job["budget"], cfg.seeds[0]) for job in jobs]
 
     results, k = {}, 0
     for name, info in tasks.items():

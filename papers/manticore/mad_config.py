@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.config import bounded, check_distinct, from_dict, seed_field
+from common.config import bounded, check_distinct, from_dict, seeds_field
 from common.data.mad import MADSelection
 from common.errors import ConfigError
 from common.models.lm import LMConfig
@@ -56,7 +56,8 @@ class ProgrammingSearch:
 
 @dataclass
 class MADTasksConfig(MADSelection):
-    seed: int = seed_field()
+    # Every network of every task trains once per seed (the tables); `mad_sizing` trains the first.
+    seeds: list[int] = seeds_field(0, 1, 2)
     # Components as LanguageModel configs without vocab_size / n_ctx (set by each task).
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Existing hybrids trained alone, as the components are (LanguageModel configs, same form).
@@ -67,6 +68,7 @@ class MADTasksConfig(MADSelection):
 
     def check(self) -> None:
         super().check()
+        check_distinct(self.seeds, "seeds")
         if len(self.components) < 2:
             raise ConfigError(f"components: a hybrid needs at least two, got {list(self.components)}")
         if any(t.task == "compression" for t in self.tasks().values()):

@@ -21,10 +21,10 @@ Figure 2 (right). `programming`: a search of Manticore[components] with the pape
 settings (its own block count and mixture-weight rate); `programmed` averages its alphas.
 
 Every network trained alone, and every search with its retrainings, is one job for the worker
-processes (`workers`; `common.parallel`). One seed per network and task: the tables' readings. The
-claims (Table 2 right and left, Table 5) are judged in the claims ledger by the `report` stage,
-against chance and over the sizing runs' seeds; this stage writes losses and accuracies only, no
-verdicts. Compression is not part of it (the official pipeline did not run it either).
+processes (`workers`; `common.parallel`), once per seed of `mad_tasks.seeds`. The claims (Table 2
+right and left, Table 5) are judged in the claims ledger by the `report` stage, over the seeds and
+against chance (each network alone must score above it on every seed); this stage writes losses and
+accuracies only, no verdicts. Compression is not part of it (the official pipeline did not run it either).
 """
 
 from __future__ import annotations
@@ -71,26 +71,27 @@ def build_hybrid(configs: dict[str, LMConfig], n_blocks: int, vocab_size: int, p
 
 
 def train_scored(build: Callable[[], L.LightningModule], task: MADTaskConfig, trainer: TrainerConfig,
-                 cfg: MADExperimentsConfig, run_dir: Path, run_config: dict) -> tuple[dict, TrainingRun]:
+                 cfg: MADExperimentsConfig, seed: int, run_dir: Path, run_config: dict) -> tuple[dict, TrainingRun]:
     """Train, score on the test split, and add `best_loss`: the lowest test loss of any validation
     (which reads the test split) or of the final scoring."""
-    scores, run = train_module_on_mad(build, task, trainer, run_dir, cfg.batch_size, cfg.seed, run_config)
+    scores, run = train_module_on_mad(build, task, trainer, run_dir, cfg.batch_size, seed, run_config)
     seen = [row["val/loss"] for row in run.history if "val/loss" in row]
     return {**scores, "best_loss": min([*seen, scores["loss"]])}, run
 
 
-def train_alone(lm: LMConfig, task: MADTaskConfig, cfg: MADExperimentsConfig, run_dir: Path) -> dict:
+def train_alone(lm: LMConfig, task: MADTaskConfig, cfg: MADExperimentsConfig, seed: int, run_dir: Path) -> dict:
     """One component or existing hybrid, trained alone."""
     def build() -> CausalLMModule:
         return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=cfg.optim,
                               shift_labels=False)
 
-    scores, _ = train_scored(build, task, cfg.trainer, cfg, run_dir, {"lm": asdict(lm), "optim": asdict(cfg.optim)})
+    scores, _ = train_scored(build, task, cfg.trainer, cfg, seed, run_dir,
+                             {"lm": asdict(lm), "optim": asdict(cfg.optim)})
     return scores
 
 
 def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: SearchConfig, retrain: list[str],
-                       task: MADTaskConfig, cfg: MADExperimentsConfig, run_root: Path, label: str
+                       task: MADTaskConfig, cfg: MADExperimentsConfig, seed: int, run_root: Path, label: str
                        ) -> dict[str, dict]:
     """Search a Manticore over `configs` (run dir `run_root/label`), then each retraining in
     `retrain` (run dir `run_root/label_<mode>`) from the search's initial weights. Returns the
@@ -105,7 +106,7 @@ def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: 
     run_config = {"components": {n: asdict(c) for n, c in configs.items()}, "n_blocks": n_blocks,
                   "projectors": cfg.projectors, "search": asdict(search_cfg), "optim": asdict(cfg.optim)}
     search_trainer = replace(cfg.trainer, gradient_clip_val=None)  # the search module clips itself
-    scores, search = train_scored(search_module, task, search_trainer, cfg, run_root / label, run_config)
+    scores, search = train_scored(search_module, task, search_trainer, cfg, seed, run_root / label, run_config)
     hybrid = search.module.net
     out = {"search": {**scores, "alphas": hybrid.mixture_weights(sample=False).detach().tolist(),
                       "trajectory": alpha_trajectory(search.history, n_blocks, len(configs))}}
@@ -120,30 +121,30 @@ def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: 
             rewind(net, start)
             return CausalLMModule(net, task.vocab_size, cfg.optim, shift_labels=False)
 
-        scores, run = train_scored(retrained, task, cfg.trainer, cfg, run_root / f"{label}_{mode}",
+        scores, run = train_scored(retrained, task, cfg.trainer, cfg, seed, run_root / f"{label}_{mode}",
                                    {**run_config, mode: True})
         out[mode] = {**scores, "alphas": run.module.net.mixture_weights(sample=False).detach().tolist()}
     return out
 
 
-def run_job(kind: str, name: str, entry: str, cfg: MADExperimentsConfig, run_root: Path) -> dict:
-    """One independent run of task `entry` (a worker job): a network trained alone (`kind` "alone"),
-    or a search with its retrainings: of Manticore[components] ("manticore"), the programming search
-    ("programming"), or the hybrid `name` ("hybrid")."""
+def run_job(kind: str, name: str, entry: str, seed: int, cfg: MADExperimentsConfig, run_root: Path) -> dict:
+    """One independent run of task `entry` with `seed` (a worker job): a network trained alone
+    (`kind` "alone"), or a search with its retrainings: of Manticore[components] ("manticore"), the
+    programming search ("programming"), or the hybrid `name` ("hybrid")."""
     task = cfg.tasks()[entry]
     n_ctx = sequence_length(task)
     configs = component_configs(cfg, task.vocab_size, n_ctx)
     networks = {**configs, **baseline_configs(cfg, task.vocab_size, n_ctx)}
     if kind == "alone":
-        return train_alone(networks[name], task, cfg, run_root / name)
+        return train_alone(networks[name], task, cfg, seed, run_root / name)
     if kind == "manticore":
-        return search_and_retrain(configs, cfg.n_blocks, cfg.search, cfg.retrain, task, cfg, run_root, name)
+        return search_and_retrain(configs, cfg.n_blocks, cfg.search, cfg.retrain, task, cfg, seed, run_root, name)
     if kind == "programming":
-        return search_and_retrain(configs, cfg.programming.n_blocks, cfg.programming.search, [], task, cfg,
+        return search_and_retrain(configs, cfg.programming.n_blocks, cfg.programming.search, [], task, cfg, seed,
                                   run_root, name)
     spec = cfg.hybrids[name]
     parts = {n: networks[n] for n in spec.components}
-    return search_and_retrain(parts, spec.n_blocks, cfg.search, spec.retrain, task, cfg, run_root, name)
+    return search_and_retrain(parts, spec.n_blocks, cfg.search, spec.retrain, task, cfg, seed, run_root, name)
 
 
 def job_cost(job: dict) -> float:
@@ -155,6 +156,21 @@ def job_cost(job: dict) -> float:
         spec = cfg.hybrids[job["name"]]
         return (1 + len(spec.retrain)) * len(spec.components)
     return (1 + (len(cfg.retrain) if job["kind"] == "manticore" else 0)) * len(cfg.components)
+
+
+def table_row(cfg: MADExperimentsConfig, done: dict[str, dict]) -> dict:
+    """One task's and seed's row of the tables from its jobs' results (`done`, by job name)."""
+    row = {name: done[name] for name in cfg.components}
+    hybrid = done["manticore"]
+    row["manticore"] = hybrid["search"]
+    for mode in cfg.retrain:
+        row[f"manticore_{mode}"] = hybrid[mode]
+    if cfg.programming is not None:
+        row["programming"] = done["programming"]["search"]
+    if cfg.baselines:
+        row["baselines"] = {name: done[name] for name in cfg.baselines}
+        row["hybrids"] = {name: done[name] for name in cfg.hybrids}
+    return row
 
 
 @exit_on_user_error
@@ -169,32 +185,25 @@ def main(argv: list[str] | None = None) -> None:
         alone = [*component_configs(cfg, task.vocab_size, n_ctx), *baseline_configs(cfg, task.vocab_size, n_ctx)]
         searches = [("manticore", "manticore"), *([("programming", "programming")] if cfg.programming else []),
                     *(("hybrid", name) for name in cfg.hybrids)]
-        jobs += [{"kind": kind, "name": name, "entry": entry, "cfg": cfg,
-                  "run_root": args.run_dir / entry.replace("/", "_")}
-                 for kind, name in [*(("alone", name) for name in alone), *searches]]
-    done = {(job["entry"], job["name"]): result
+        jobs += [{"kind": kind, "name": name, "entry": entry, "seed": seed, "cfg": cfg,
+                  "run_root": args.run_dir / entry.replace("/", "_") / f"seed{seed}"}
+                 for seed in cfg.seeds for kind, name in [*(("alone", name) for name in alone), *searches]]
+    done = {(job["entry"], job["seed"], job["name"]): result
             for job, result in zip(jobs, run_jobs(run_job, jobs, cfg.trainer.job_workers(cfg.workers), cost=job_cost))}
 
     results = {}
     for entry in tasks:
-        row = {name: done[entry, name] for name in cfg.components}
-        hybrid = done[entry, "manticore"]
-        row["manticore"] = hybrid["search"]
-        for mode in cfg.retrain:
-            row[f"manticore_{mode}"] = hybrid[mode]
-        if cfg.programming is not None:
-            row["programming"] = done[entry, "programming"]["search"]
-        if cfg.baselines:
-            row["baselines"] = {name: done[entry, name] for name in cfg.baselines}
-            row["hybrids"] = {name: done[entry, name] for name in cfg.hybrids}
-        results[entry] = row
-        log.info("%s: test loss %s", entry, {**{k: round(v["loss"], 3) for k, v in row.items()
-                                                 if isinstance(v, dict) and "loss" in v},
-                                              **{k: round(v["loss"], 3) for k, v in row.get("baselines", {}).items()},
-                                              **{k: round(v[cfg.hybrids[k].compare]["loss"], 3)
-                                                 for k, v in row.get("hybrids", {}).items()}})
+        results[entry] = {"seeds": {str(seed): table_row(cfg, {name: result for (e, s, name), result in done.items()
+                                                                if (e, s) == (entry, seed)})
+                                    for seed in cfg.seeds}}
+        for seed, row in results[entry]["seeds"].items():
+            log.info("%s, seed %s: test loss %s", entry, seed,
+                     {**{k: round(v["loss"], 3) for k, v in row.items() if isinstance(v, dict) and "loss" in v},
+                      **{k: round(v["loss"], 3) for k, v in row.get("baselines", {}).items()},
+                      **{k: round(v[cfg.hybrids[k].compare]["loss"], 3) for k, v in row.get("hybrids", {}).items()}})
 
-    write_json(args.out, {"profile": profile, "components": list(cfg.components), "n_blocks": cfg.n_blocks,
+    write_json(args.out, {"profile": profile, "seeds": cfg.seeds, "steps": cfg.trainer.max_steps,
+                          "components": list(cfg.components), "n_blocks": cfg.n_blocks,
                           "projectors": cfg.projectors,
                           "programming": None if cfg.programming is None else asdict(cfg.programming),
                           "baselines": list(cfg.baselines),

@@ -6,15 +6,18 @@ Tables 2, 5 and 6 compare the test losses of networks trained from scratch; betw
 have not left chance such a comparison ranks noise. For every task of `mad_tasks` and every
 network it trains alone (its components and its existing hybrids), one complete run per budget of
 `budgets` (each with its own warmup and cosine schedule, as `mad_experiments` would train at that
-`max_steps`; its optimizer, batch size and seed), validating on the whole test split `validations`
-times. The tables' own budget (`mad_tasks`' `max_steps`) is always one of the budgets.
+`max_steps`; its optimizer, batch size and first seed), validating on the whole test split
+`validations` times. The tables' own budget (`mad_tasks`' `max_steps`) is not one of them:
+`mad_experiments` trains those networks at it on every seed, and the report reads its runs there,
+so nothing trains twice. With no budgets (`tiny`) the stage trains nothing and writes the chance
+levels the report judges the tables' runs against.
 
 Chance is the majority-class rate of the scored test targets: a network that always answers the
 most frequent target scores it without reading its input. A run is above chance when the exact
 one-sided binomial test over the scored positions rejects that rate at `alpha`. Written per task:
 chance, the unigram loss of the targets, every run's accuracy, loss and curve, the smallest budget
 at which each network is above chance, and the smallest at which all of them are (null: none of
-`budgets`). The report turns this into the MAD rows of the claims ledger.
+`budgets`).
 """
 
 from __future__ import annotations
@@ -49,14 +52,14 @@ log = logging.getLogger("mad_sizing")
 
 @dataclass
 class MADSizingConfig:
-    budgets: list[int] = field(default_factory=lambda: [80, 300, 1000])  # training steps, one run each
+    budgets: list[int] = field(default_factory=lambda: [80, 1000])  # training steps, one run each; may be none
     validations: int = bounded(4, ge=1)  # per run, evenly spaced
     alpha: float = bounded(0.01, gt=0, le=0.5)  # of the binomial test against chance
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
     def check(self) -> None:
-        if not self.budgets or any(b < self.validations for b in self.budgets):
-            raise ConfigError(f"budgets: at least one, each of at least validations ({self.validations}) steps; "
+        if any(b < self.validations for b in self.budgets) or len(set(self.budgets)) != len(self.budgets):
+            raise ConfigError(f"budgets: distinct step counts, each of at least validations ({self.validations}); "
                               f"got {self.budgets}")
 
 
@@ -81,7 +84,7 @@ def size_run(task: MADTaskConfig, lm: LMConfig, budget: int, cfg: MADTasksConfig
         return CausalLMModule(build_mad_model(lm, task), vocab_size=task.vocab_size, optim=cfg.optim,
                               shift_labels=False, full_window=True)
 
-    scores, run = train_module_on_mad(build, task, trainer, run_dir, cfg.batch_size, cfg.seed,
+    scores, run = train_module_on_mad(build, task, trainer, run_dir, cfg.batch_size, cfg.seeds[0],
                                       run_config={"lm": asdict(lm), "optim": asdict(cfg.optim)})
     curve = [[row["step"], row["val/acc"], row["val/loss"]] for row in run.history if "val/acc" in row]
     return {"accuracy": scores["accuracy"], "loss": scores["loss"], "curve": curve}
@@ -93,7 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     sizing, profile, params = load_stage(args.params, "mad_sizing", MADSizingConfig)
     cfg = stage_config(params, "mad_tasks", MADTasksConfig, profile)
     table_budget = cfg.trainer.max_steps
-    budgets = sorted({*sizing.budgets, table_budget})
+    if table_budget in sizing.budgets:
+        raise ConfigError(f"mad_sizing.budgets: {table_budget} is the tables' own budget (mad_tasks' max_steps), "
+                          "which mad_experiments' runs measure; list other budgets")
+    budgets = sorted(sizing.budgets)
 
     tasks, jobs = {}, []
     for entry, task in cfg.tasks().items():
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         chance, n = info["chance"], info["scored_positions"]
         row = {key: info[key] for key in ("chance", "chance_loss", "scored_positions")}
         row["networks"] = {}
-        for name in info["networks"]:
+        for name in info["networks"] if budgets else []:  # no budgets: the chance levels alone
             by_budget = {}
             for budget in budgets:
                 run = runs[k]
@@ -123,19 +129,13 @@ def main(argv: list[str] | None = None) -> None:
                 "runs": {str(b): r for b, r in by_budget.items()},
                 "above_chance_from": smallest(budgets, {b: r["above_chance"] for b, r in by_budget.items()})}
         froms = [net["above_chance_from"] for net in row["networks"].values()]
-        row["all_above_chance_from"] = None if None in froms else max(froms)
+        row["all_above_chance_from"] = None if not froms or None in froms else max(froms)
         results[entry] = row
         log.info("%s: chance %.3f; above chance from %s steps", entry, chance,
                  {name: net["above_chance_from"] for name, net in row["networks"].items()})
 
-    at_table = sum(net["runs"][str(table_budget)]["above_chance"] for row in results.values()
-                   for net in row["networks"].values())
-    summary = {"table_budget": table_budget, "budgets": budgets, "runs_at_table_budget": len(jobs) // len(budgets),
-               "above_chance_at_table_budget": at_table,
-               "tasks_all_above_chance_at_table_budget": [e for e, r in results.items()
-                                                          if r["all_above_chance_from"] is not None
-                                                          and r["all_above_chance_from"] <= table_budget]}
-    write_json(args.out, {"profile": profile, "seed": cfg.seed, "batch_size": cfg.batch_size,
+    summary = {"table_budget": table_budget, "budgets": budgets, "runs": len(jobs)}
+    write_json(args.out, {"profile": profile, "seed": cfg.seeds[0], "batch_size": cfg.batch_size,
                           "config": asdict(sizing), "summary": summary, "tasks": results})
     log.info("wrote %s: %s", args.out, summary)
 

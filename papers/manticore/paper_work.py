@@ -225,7 +225,8 @@ def _mad_hybrid(configs: dict, n_blocks: int, vocab: int, projectors: bool) -> C
 
 
 def mc_mad_experiments() -> list[Work]:
-    """Per MAD task: each component and existing hybrid alone, and each Manticore searched then retrained."""
+    """Per MAD task and seed: each component and existing hybrid alone, and each Manticore searched then
+    retrained."""
     from common.models.lm import LanguageModel
     from papers.manticore.mad_config import baseline_configs, component_configs
 
@@ -233,17 +234,18 @@ def mc_mad_experiments() -> list[Work]:
     work = []
     for task in cfg.tasks().values():
         n_ctx, vocab, steps, rows = sequence_length(task), task.vocab_size, cfg.trainer.max_steps, cfg.batch_size
+        seeds = len(cfg.seeds)
         components, baselines = component_configs(cfg, vocab, n_ctx), baseline_configs(cfg, vocab, n_ctx)
-        work += [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), n_ctx, rows, steps, vocab=vocab)
+        work += [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), n_ctx, rows, steps, seeds, vocab=vocab)
                  for name, lm in {**components, **baselines}.items()]
         searches = 1 + len(cfg.retrain) + (1 if cfg.programming is not None else 0)
         work.append(Work(f"Manticore[{', '.join(components)}]",
-                         _mad_hybrid(components, cfg.n_blocks, vocab, cfg.projectors), n_ctx, rows, steps, searches,
-                         vocab=vocab, note="search, retrainings and the programming search"))
+                         _mad_hybrid(components, cfg.n_blocks, vocab, cfg.projectors), n_ctx, rows, steps,
+                         searches * seeds, vocab=vocab, note="search, retrainings and the programming search"))
         everyone = {**components, **baselines}
         for name, hybrid in cfg.hybrids.items():
             build = _mad_hybrid({c: everyone[c] for c in hybrid.components}, hybrid.n_blocks, vocab, cfg.projectors)
-            work.append(Work(name, build, n_ctx, rows, steps, 1 + len(hybrid.retrain), vocab=vocab))
+            work.append(Work(name, build, n_ctx, rows, steps, (1 + len(hybrid.retrain)) * seeds, vocab=vocab))
     return work
 
 
@@ -253,8 +255,8 @@ def mc_mad_sizing() -> list[Work]:
     from papers.manticore.mad_sizing import MADSizingConfig
 
     cfg, sizing = _mad(), _mc("mad_sizing", MADSizingConfig)
-    steps = sum(sorted({*sizing.budgets, cfg.trainer.max_steps}))  # one run per budget, the tables' included
-    return [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), lm.n_ctx, cfg.batch_size, steps,
+    steps = sum(sizing.budgets)  # one run per budget; the tables' own is mad_experiments' runs
+    return [] if not steps else [Work(f"{name} alone", lambda lm=lm: LanguageModel(lm), lm.n_ctx, cfg.batch_size, steps,
                  vocab=task.vocab_size, note="one run per budget, steps summed")
             for task in cfg.tasks().values()
             for name, lm in {**component_configs(cfg, task.vocab_size, sequence_length(task)),
@@ -318,9 +320,11 @@ def mc_lra_sizing() -> list[Work]:
     work = []
     for name, budgets in sizing.budgets.items():
         readers, length, vocab, rows = _lra_networks(cfg, name)
-        steps = sum(sorted({*budgets, cfg.tasks[name].max_steps or cfg.trainer.max_steps}))
-        work += [Work(f"{name}: {c} alone", lambda lm=lm: LanguageModel(lm), length, rows, steps, vocab=vocab,
-                      note="one run per budget, steps summed") for c, lm in readers.items()]
+        # one run per budget; the table's own is lra_experiments' first seed's
+        steps = sum(set(budgets) - {cfg.tasks[name].max_steps or cfg.trainer.max_steps})
+        if steps:
+            work += [Work(f"{name}: {c} alone", lambda lm=lm: LanguageModel(lm), length, rows, steps, vocab=vocab,
+                          note="one run per budget, steps summed") for c, lm in readers.items()]
     return work
 
 

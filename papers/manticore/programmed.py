@@ -39,7 +39,7 @@ from common.eval.chance import scored_unigram_loss
 from common.io import load_json, write_json
 from common.parallel import run_jobs
 from papers.manticore.alphas import average
-from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape, save_not_trained
 from papers.manticore.vocabulary import components_for_hybrid
 
 log = logging.getLogger("programmed")
@@ -54,7 +54,7 @@ class ProgrammedConfig(SweepConfig):
 
     def check(self) -> None:
         super().check()
-        check_distinct(self.seeds, "seeds")
+        check_distinct(self.seeds, "seeds", at_least=0)  # none: the stage trains nothing at this profile
         if self.seed != 0:  # the inherited single seed would be silently ignored
             raise ConfigError(f"seed: this stage trains every seed in `seeds`; list {self.seed} there instead")
         if self.n_blocks != 2:
@@ -79,8 +79,10 @@ def mad_alphas(path: Path, cfg: ProgrammedConfig, profile: str | None = None) ->
         raise ConfigError(f"programmed: mad_experiments' programming search used {mad['components']} with "
                           f"{n_blocks} blocks; programming needs the same components in the same order "
                           f"and n_blocks {cfg.n_blocks}")
-    return {task: {"alphas": row["programming"]["alphas"], "trajectory": row["programming"]["trajectory"]}
-            for task, row in mad["tasks"].items()}
+    # The first seed's search of each task: the paper ran one per task.
+    first = str(mad["seeds"][0])
+    searches = {task: row["seeds"][first]["programming"] for task, row in mad["tasks"].items()}
+    return {task: {"alphas": s["alphas"], "trajectory": s["trajectory"]} for task, s in searches.items()}
 
 
 def corner(sweep: list[dict], alpha_of_second: tuple[float, ...]) -> float:
@@ -126,6 +128,11 @@ def mean_over_seeds(runs: list[dict]) -> tuple[list[dict], dict]:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
+    if not cfg.seeds:  # decides nothing at this profile: its claim reads the earlier run
+        write_json(args.out, {"profile": profile, "components": cfg.components, "seeds": [], "runs": []})
+        save_not_trained(args.plot, profile)
+        log.info("wrote %s: no seeds, nothing trained", args.out)
+        return
     searched = mad_alphas(args.mad, cfg, profile)
     _, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])
     alphas = average([torch.tensor(s["alphas"]) for s in searched.values()]).tolist()

@@ -29,7 +29,7 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, save_not_trained
 
 log = logging.getLogger("projector_budget")
 
@@ -43,7 +43,8 @@ class ProjectorBudgetConfig(SweepConfig):
         super().check()
         if self.n_blocks != 1:
             raise ConfigError(f"n_blocks: Figure 4 sweeps one block, got {self.n_blocks}")
-        if not self.budgets or any(b < 0 for b in self.budgets) or self.budgets != sorted(set(self.budgets)):
+        # none: the stage trains nothing at this profile (its claim reads the earlier run)
+        if any(b < 0 for b in self.budgets) or self.budgets != sorted(set(self.budgets)):
             raise ConfigError(f"budgets: distinct non-negative step counts in increasing order, got {self.budgets}")
 
 
@@ -67,6 +68,11 @@ def plot_budgets(rows: list[dict], second: str, path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
+    if not cfg.budgets:
+        write_json(args.out, {"profile": profile, "components": cfg.components, "budgets": []})
+        save_not_trained(args.plot, profile)
+        log.info("wrote %s: no budgets, nothing trained", args.out)
+        return
     components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
     runner = Runner(cfg, components, len(tokenizer), args.run_dir)
     stored = len(load_tokenized(general, splits=("train",))["train"][0]["input_ids"])

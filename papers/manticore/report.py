@@ -7,6 +7,7 @@ papers/manticore/README.md (see `common.eval.report`).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 from common.claims.ledger import claims_table
 from common.claims.rules import spread
@@ -131,12 +132,32 @@ def relative_gap(loss: float, other: float, paper: float | None = None) -> str:
     return f"{loss / other - 1:+.1%}" + (f" [{paper:+.1%}]" if paper is not None else "")
 
 
+def seed_mean(rows: list) -> object:
+    """The mean over seeds of rows of one shape: numbers averaged, lists and dicts entry by entry,
+    anything else (names, flags) as the first seed has it."""
+    first = rows[0]
+    if isinstance(first, dict):
+        return {key: seed_mean([row[key] for row in rows]) for key in first}
+    if isinstance(first, list):
+        return [seed_mean(list(column)) for column in zip(*rows)]
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return statistics.mean(rows)
+    return first
+
+
+def mad_mean(res: dict) -> dict:
+    """The MAD tables' results with each task's row the mean of its seeds' rows."""
+    return {**res, "tasks": {entry: seed_mean(list(task["seeds"].values())) for entry, task in res["tasks"].items()}}
+
+
 def mad_experiments(res: dict) -> str:
     names = res["components"]
+    seeds = ", ".join(map(str, res["seeds"]))
+    res = mad_mean(res)
     lines = [f"Manticore[{', '.join(names)}] with {res['n_blocks']} Manticore block(s), "
-             f"{'with' if res.get('projectors') else 'no'} projectors. Best test loss during training (final "
-             "accuracy), as the paper reports it; the paper's loss in brackets (its settings are harder: "
-             "`manticore` vs our `tiny` overrides):", "",
+             f"{'with' if res.get('projectors') else 'no'} projectors, {res['steps']} steps. Best test loss during "
+             f"training (final accuracy), as the paper reports it, means over seeds {seeds} (the alphas too); the "
+             "paper's loss in brackets (its settings are harder: `manticore` vs our `tiny` overrides):", "",
              "| task | " + " | ".join(names)
              + " | Manticore | Manticore discretized | alphas (per block) | Manticore vs better component |",
              "|---|" + "---|" * (len(names) + 4)]
@@ -152,8 +173,8 @@ def mad_experiments(res: dict) -> str:
                      f"{mad_cell(row.get('manticore_discretized'), paper5[1] if paper5 else None, 'best_loss')} | "
                      f"{alphas} | {relative_gap(row['manticore']['best_loss'], best, paper_gap)} |")
     lines += ["", "The last column: Manticore's best test loss relative to the better component's (negative: "
-                  "Manticore lower), the paper's Table 2 in brackets. One seed each, a reading and no verdict: the "
-                  "claims table judges the claim against chance and over seeds of the sizing runs below."]
+                  "Manticore lower), the paper's Table 2 in brackets. A reading of the means, no verdict: the claims "
+                  "table judges each claim over the seeds, against chance."]
     for name, spec in res.get("hybrids", {}).items():
         lines += ["", *mad_hybrid_table(res, name, spec)]
     return "\n".join(lines)
@@ -162,10 +183,15 @@ def mad_experiments(res: dict) -> str:
 def mad_sizing(res: dict) -> str:
     """Accuracy of every network trained alone, per task and budget; * marks above chance."""
     budgets, table_budget = res["summary"]["budgets"], res["summary"]["table_budget"]
+    if not budgets:
+        return (f"No sizing runs at `{res['profile']}` (no budgets besides the tables' {table_budget} steps, which the "
+                "tables' own runs measure). Chance, the majority-class rate of each task's scored test targets: "
+                + ", ".join(f"{entry} {row['chance']:.2f}" for entry, row in res["tasks"].items()) + ".")
     names = list(next(iter(res["tasks"].values()))["networks"])
     lines = [f"Test accuracy of each network trained alone for a budget of steps (one run each, seed {res['seed']}); "
              f"`*`: above chance (the majority-class rate of the scored targets; exact binomial test at "
-             f"{res['config']['alpha']}). The MAD tables train {table_budget} steps.", "",
+             f"{res['config']['alpha']}). The MAD tables train {table_budget} steps (their runs: the tables above).",
+             "",
              "| task | chance | " + " | ".join(f"{n}, {b} steps" for n in names for b in budgets) + " |",
              "|---|---|" + "---|" * (len(names) * len(budgets))]
     for entry, row in res["tasks"].items():
@@ -231,8 +257,8 @@ def mad_hybrid_table(res: dict, name: str, spec: dict) -> list[str]:
     lines += ["", f"The last column: Manticore's test loss (`{spec['compare']}`) relative to the better of "
                   f"{', '.join(baselines)} (negative: Manticore lower), the paper's Table 6 in brackets over the "
                   "same columns. The paper's text: Manticore outperforms striped MH-Hyena + MoE and approaches "
-                  "Mambaformer on all but one task. One seed each, a reading and no verdict: the claims table "
-                  "judges the claim."]
+                  "Mambaformer on all but one task. A reading of the means over seeds, no verdict: the claims "
+                  "table judges the claim."]
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}: `common/blocks` has no Hyena-experts block (a router over "
                       "Hyena experts), so that column holds the paper's number alone."]
@@ -482,12 +508,26 @@ def specialist_tasks(res: dict) -> str:
     return "\n".join(lines).rstrip() or "No pair ran the tasks."
 
 
+def or_not_trained(table: Callable[[dict], str], key: str) -> Callable[[dict], str]:
+    """`table`, or a line saying that the stage trained nothing at the results' profile (their `key`
+    absent or empty): a profile block that decides nothing there switches it off."""
+    def shown(res: dict) -> str:
+        if res.get(key):
+            return table(res)
+        return (f"Not trained at `{res['profile']}`: the stage decides nothing there (its params' `{res['profile']}` "
+                "block); a claim that reads it reads its earlier run (the ledger).")
+    return shown
+
+
 # A table's name is its results file's, or (results file, table) where one file feeds two tables.
 TABLES = {"claims": claims_table, "specialists": specialists, "specialist_tasks": ("specialists", specialist_tasks),
-          "components": components, "general_text": general_text, "nl_experiments": nl_experiments,
-          "mad_experiments": mad_experiments, "mad_sizing": mad_sizing, "programmed": programmed,
-          "projector_budget": projector_budget,
-          "lra_experiments": lra_experiments, "lra_sizing": lra_sizing, "finetune_tasks": finetune_tasks}
+          "components": components, "general_text": general_text,
+          "nl_experiments": or_not_trained(nl_experiments, "sweep"),
+          "mad_experiments": mad_experiments, "mad_sizing": mad_sizing,
+          "programmed": or_not_trained(programmed, "runs"),
+          "projector_budget": or_not_trained(projector_budget, "budgets"),
+          "lra_experiments": lra_experiments, "lra_sizing": lra_sizing,
+          "finetune_tasks": or_not_trained(finetune_tasks, "tasks")}
 
 
 def main(argv: list[str] | None = None) -> None:
