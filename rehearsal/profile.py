@@ -11,7 +11,8 @@ counts of MAD tasks (set in code, reached through `task_overrides`) and retrieva
 `batch_rows` also cuts every `batch_size` to that many rows: full `paper` batches cost minutes to
 hours per step on 2 CPU cores (Manticore's LRA runs, 32 x 2048-4096 tokens, most), and a batch of 2 still has a
 batch dimension that a squeeze or a reshape could get wrong. `precision` replaces every trainer's
-precision (the paper's `bf16-mixed` is a GPU setting).
+precision (the paper's `bf16-mixed` is a GPU setting). A section whose tasks each run a whole
+landscape runs it on one task of each kind (`_cut_landscapes`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,25 @@ def _cut_mad_examples(block: dict[str, Any], rows: int, eval_rows: int) -> dict[
     return {**block, "task_overrides": task_overrides}
 
 
+def _cut_landscapes(block: dict[str, Any]) -> dict[str, Any]:
+    """A section whose `tasks` run the whole landscape (`landscape: true`, Manticore's finetune_tasks)
+    keeps it on the first task of each kind only (mixed with another source or not): every task
+    still runs (its data loader, components alone, search and retraining), and each path of the
+    landscape runs once, not once per data set."""
+    tasks = block.get("tasks")
+    if not isinstance(tasks, dict):
+        return block
+    kept, cut = set(), {}
+    for name, task in tasks.items():
+        if isinstance(task, dict) and task.get("landscape"):
+            kind = task.get("mix_with") is not None
+            cut[name] = task if kind not in kept else {**task, "landscape": False}
+            kept.add(kind)
+        else:
+            cut[name] = task
+    return {**block, "tasks": cut}
+
+
 def _cut_candidate_pools(block: dict[str, Any]) -> dict[str, Any]:
     """The section's pools and those of its blocks with candidates of their own (retrieval's throughput)."""
     block = {k: _cut_candidate_pools(v) if isinstance(v, dict) else v for k, v in block.items()}
@@ -144,7 +164,7 @@ def rehearsal_params(params: dict[str, Any], batch_rows: int | None = None,
             rows = CORPUS_ROWS if section in CORPUS_SECTIONS else ROWS
             eval_rows = rows if batch_rows is None or section in CORPUS_SECTIONS else EVAL_BATCHES * batch_rows
             cut = _cut(section, merged, batch_rows, precision, rows, eval_rows)
-            out[section]["paper"] = _cut_candidate_pools(_cut_mad_examples(cut, rows, eval_rows))
+            out[section]["paper"] = _cut_landscapes(_cut_candidate_pools(_cut_mad_examples(cut, rows, eval_rows)))
     if "profile" in out:
         out["profile"] = "paper"
     return out

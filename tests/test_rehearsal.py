@@ -139,7 +139,7 @@ def _walk(value, path=()):
 
 CUT_KEYS = (profile.STEP_KEYS | profile.EVERY_STEP_KEYS | profile.ONE_KEYS | profile.ROW_KEYS | profile.TOKEN_KEYS
             | profile.ENDS_AND_MIDDLE_KEYS | profile.FIRST_KEYS | profile.FIRST_TWO_KEYS | profile.LAST_KEYS
-            | profile.EVAL_EXAMPLE_KEYS | profile.GENERATED_ROW_KEYS | {"budgets"})
+            | profile.EVAL_EXAMPLE_KEYS | profile.GENERATED_ROW_KEYS | {"budgets", "landscape"})
 
 
 def _without_mad_example_cuts(section: dict) -> dict:
@@ -215,6 +215,17 @@ def test_rehearsal_cuts_the_retrieval_pools_to_the_largest_candidate_count():
     section = _paper_sections(rehearsal_params(yaml.safe_load((ROOT / "papers/masked_mixers/params.yaml").read_text()),
                                                batch_rows=2))["retrieval"]
     assert section["n_train"] == section["n_test"] == max(section["candidates"])
+
+
+def test_rehearsal_runs_each_kind_of_landscape_once_and_every_task():
+    """finetune_tasks at paper runs the whole landscape on five sets (69 of the Manticore rehearsal's
+    123 minutes); one set mixed with Alpaca and one not run every path of it."""
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+    paper = _paper_sections(params)["finetune_tasks"]["tasks"]
+    cut = _paper_sections(rehearsal_params(params))["finetune_tasks"]["tasks"]
+    assert list(cut) == list(paper), "every task still runs"
+    assert [name for name, task in cut.items() if task.get("landscape")] == ["es_alpaca", "xquad_ar"]
+    assert {name for name, task in paper.items() if task.get("landscape")} >= {"zh_alpaca", "vi_alpaca", "openorca_ja"}
 
 
 def test_every_rehearsal_config_builds_its_stage_config(tmp_path):
