@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     if not cfg.train:
         write_json(args.out, {"profile": profile, "components": cfg.components, "trained": False})
         save_not_trained(args.plot, profile)
+        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
         log.info("wrote %s: train is false, nothing trained", args.out)
         return
     components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])

@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     # The longest runs first, so that no worker is left with one long run at the end.
     order = sorted(range(len(jobs)), key=lambda i: -jobs[i]["budget"])
     runs = dict(zip(order, run_jobs(size_run, [jobs[i] for i in order], cfg.trainer.job_workers(sizing.workers))))
+    args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty without budgets
 
     results, k = {}, 0
     for entry, info in tasks.items():

@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     if not cfg.seeds:  # decides nothing at this profile: its claim reads the earlier run
         write_json(args.out, {"profile": profile, "components": cfg.components, "seeds": [], "runs": []})
         save_not_trained(args.plot, profile)
+        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
         log.info("wrote %s: no seeds, nothing trained", args.out)
         return
     searched = mad_alphas(args.mad, cfg, profile)

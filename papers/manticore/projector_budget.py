@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     if not cfg.budgets:
         write_json(args.out, {"profile": profile, "components": cfg.components, "budgets": []})
         save_not_trained(args.plot, profile)
+        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
         log.info("wrote %s: no budgets, nothing trained", args.out)
         return
     components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
