@@ -54,6 +54,11 @@ def test_the_summary_gives_each_pipeline_its_time_and_longest_stages():
     row = stage_times.summary({"blackmamba": record}).splitlines()[-1]
     assert row == ("| blackmamba | 10.0 min | `train_compare` 8.3 min, `report` 1.1 min, `tokenize` 30 s | "
                    "2 cores, AVX-512 | 2026-11-29, abc1234 |")
+    # With every pipeline recorded, their sum: what `make repro` takes at most (each paper's run
+    # counts the root data stages it reads once more).
+    every = {pipeline: {**record, "pipeline": pipeline} for pipeline in stage_times.PIPELINES}
+    assert stage_times.summary(every).splitlines()[-1] == f"| all (`make repro`, at most) | " \
+        f"{600 * len(every) / 3600:.1f} h | | | |"
 
 
 def test_the_pages_show_the_committed_records():
