@@ -18,6 +18,7 @@ from common.config import bounded, check_distinct, seed_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.eval.plots import save_figure
+from common.io import write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
@@ -146,14 +147,18 @@ def val_loss(history: list[dict]) -> float:
     return next(r["val/loss"] for r in reversed(history) if "val/loss" in r)
 
 
-def save_not_trained(path: Path, profile: str) -> None:
-    """The figure of a stage that trains nothing at `profile`: a line that says so, where a reader
-    of the plots expects the stage's figure."""
+def write_not_trained(args, profile: str, components: list[str], empty: dict) -> None:
+    """The outputs of a stage that trains nothing at `profile`: its results (the profile, the
+    components and `empty`, what it would have trained), an empty run directory, and its figure, a
+    line that says so where a reader of the plots expects the stage's figure."""
+    write_json(args.out, {"profile": profile, "components": components, **empty})
+    args.run_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.text(0.5, 0.5, f"nothing trained at profile {profile}: a claim that reads this stage reads its earlier run",
             ha="center", va="center", fontsize=9)
     ax.axis("off")
-    save_figure(fig, path)
+    save_figure(fig, args.plot)
+    log.info("wrote %s: nothing trained at %s", args.out, profile)
 
 
 def plot_landscape(sweep: list[dict], searched: dict, names: list[str], path: Path) -> None:

@@ -56,7 +56,7 @@ from common.eval.plots import save_figure
 from common.io import atomic_dir, write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
-from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, save_not_trained, val_loss
+from papers.manticore.finetune import METHODS, Runner, hybrid_inputs, val_loss, write_not_trained
 from papers.manticore.instructions import distinct_instructions, generate_instructions, mix_genres
 from papers.manticore.landscape import LandscapeConfig, landscape, search_alphas
 
@@ -188,10 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "finetune_tasks", FineTuneTasksConfig)
     if not cfg.train:
-        write_json(args.out, {"profile": profile, "components": cfg.components, "trained": False})
-        save_not_trained(args.plot, profile)
-        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
-        log.info("wrote %s: train is false, nothing trained", args.out)
+        write_not_trained(args, profile, cfg.components, {"trained": False})
         return
     components, tokenizer, general = hybrid_inputs(args, cfg, "finetune_tasks", [])
     vocab_size = len(tokenizer)

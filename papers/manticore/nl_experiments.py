@@ -32,7 +32,7 @@ import logging
 
 from common.errors import exit_on_user_error
 from common.io import write_json
-from papers.manticore.finetune import Runner, hybrid_inputs, plot_landscape, save_not_trained
+from papers.manticore.finetune import Runner, hybrid_inputs, plot_landscape, write_not_trained
 from papers.manticore.landscape import LandscapeConfig, landscape
 
 log = logging.getLogger("nl_experiments")
@@ -43,10 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "nl_experiments", LandscapeConfig)
     if not cfg.train:
-        write_json(args.out, {"profile": profile, "components": cfg.components, "trained": False})
-        save_not_trained(args.plot, profile)
-        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
-        log.info("wrote %s: train is false, nothing trained", args.out)
+        write_not_trained(args, profile, cfg.components, {"trained": False})
         return
     components, tokenizer, general = hybrid_inputs(args, cfg, "nl_experiments", [args.completions])
     runner = Runner(cfg, components, len(tokenizer), args.run_dir)

@@ -39,7 +39,7 @@ from common.eval.chance import scored_unigram_loss
 from common.io import load_json, write_json
 from common.parallel import run_jobs
 from papers.manticore.alphas import average
-from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape, save_not_trained
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, plot_landscape, write_not_trained
 from papers.manticore.vocabulary import components_for_hybrid
 
 log = logging.getLogger("programmed")
@@ -129,10 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "programmed", ProgrammedConfig)
     if not cfg.seeds:  # decides nothing at this profile: its claim reads the earlier run
-        write_json(args.out, {"profile": profile, "components": cfg.components, "seeds": [], "runs": []})
-        save_not_trained(args.plot, profile)
-        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
-        log.info("wrote %s: no seeds, nothing trained", args.out)
+        write_not_trained(args, profile, cfg.components, {"seeds": [], "runs": []})
         return
     searched = mad_alphas(args.mad, cfg, profile)
     _, tokenizer, general = hybrid_inputs(args, cfg, "programmed", [args.completions])

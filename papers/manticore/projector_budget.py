@@ -29,7 +29,7 @@ from common.data.tokenized import load_tokenized
 from common.errors import ConfigError, exit_on_user_error
 from common.eval.plots import save_figure
 from common.io import write_json
-from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, save_not_trained
+from papers.manticore.finetune import Runner, SweepConfig, hybrid_inputs, write_not_trained
 
 log = logging.getLogger("projector_budget")
 
@@ -69,10 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     args = CLI.parse(argv)
     cfg, profile, _ = load_stage(args.params, "projector_budget", ProjectorBudgetConfig)
     if not cfg.budgets:
-        write_json(args.out, {"profile": profile, "components": cfg.components, "budgets": []})
-        save_not_trained(args.plot, profile)
-        args.run_dir.mkdir(parents=True, exist_ok=True)  # an output of the stage, empty
-        log.info("wrote %s: no budgets, nothing trained", args.out)
+        write_not_trained(args, profile, cfg.components, {"budgets": []})
         return
     components, tokenizer, general = hybrid_inputs(args, cfg, "projector_budget", [args.completions])
     runner = Runner(cfg, components, len(tokenizer), args.run_dir)
