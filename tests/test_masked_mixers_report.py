@@ -108,14 +108,15 @@ def _retrieval(top1: dict[str, list[float]], cosine: float = 0.03, c: int = 32,
 
 
 def _infonce(speedups: list[float], after: float | list[float] = 0.03, final: float = 2.9, finite: bool = True,
-             c: int = 32) -> dict:
-    """InfoNCE results at batch 16 (chance loss ln 16 = 2.77), one run per speedup."""
+             c: int = 32, before: float = 0.03) -> dict:
+    """InfoNCE results at batch 16 (chance loss ln 16 = 2.77), one run per speedup; each run's cosine
+    top-1 before tuning `before`."""
     after = after if isinstance(after, list) else [after] * len(speedups)
     # keys in the order a JSON file with sorted keys gives them back: "1024" first, "64" tenth
     curve = {str(64 * (i + 1)): round(4.0 - 0.1 * i, 1) for i in range(16)}
     run = {"train_loss": final, "finite": finite, "max_loss": 3.5, "loss_curve": dict(sorted(curve.items()))}
     return {"source": "mixer_trained", "steps": 1024, "batch_size": 16, "tau": 0.05,
-            "seeds": {str(k): {**run, f"c{c}_cosine_top1": a, f"speedup_c{c}": v}
+            "seeds": {str(k): {**run, f"c{c}_cosine_top1": a, f"c{c}_cosine_top1_before": before, f"speedup_c{c}": v}
                       for k, (v, a) in enumerate(zip(speedups, after))}}
 
 
@@ -190,6 +191,14 @@ def test_infonce_at_small_batch_is_judged_against_the_model_before_tuning(after,
     mean_after = sum(after) / 3 if isinstance(after, list) else after
     assert row["difference"]["mean"] == pytest.approx(mean_after - 0.03)  # paired with the cosine ranking before
     assert "window 4.00, 3.90, 3.80," in row["why"]  # by step, not by the keys' string order
+
+
+def test_infonce_pairs_each_run_with_its_own_score_before_tuning():
+    """A seed beyond the retrieval sources' has no source row: each run records its own before."""
+    ret = _retrieval({})  # the sources' cosine top-1: 0.03
+    ret["infonce"] = _infonce([150.0] * 3, after=0.40, before=0.35)
+    row = judged("blog-infonce-fails-at-small-batch", {"retrieval": ret})
+    assert row["difference"]["mean"] == pytest.approx(0.05)
 
 
 def _context_length(steps: int, n_ctx: int, lengths: dict) -> dict:

@@ -172,3 +172,19 @@ def test_mean_pooling_averages_the_hidden_states_of_the_tokens_only():
     for row, n in enumerate((3, 5)):
         torch.testing.assert_close(got[row], states[row, :n].mean(0))
     torch.testing.assert_close(embed_texts(model, ids, position=-2), states[:, -2])
+
+
+def test_infonce_runs_the_stages_seeds_then_its_own_extra_ones():
+    import yaml
+
+    from common.config import stage_config
+    from common.errors import ConfigError
+    from papers.masked_mixers.retrieval import RetrievalConfig
+    from tests.conftest import ROOT
+
+    params = yaml.safe_load((ROOT / "papers/masked_mixers/params.yaml").read_text())
+    tiny = stage_config(params, "retrieval", RetrievalConfig, "tiny")
+    assert tiny.seeds == [0, 1, 2, 3] and tiny.infonce_seeds() == [0, 1, 2, 3, 4]
+    params["retrieval"]["tiny"]["infonce"]["extra_seeds"] = [4, 4]
+    with pytest.raises(ConfigError, match="infonce.extra_seeds: give each once"):
+        stage_config(params, "retrieval", RetrievalConfig, "tiny")

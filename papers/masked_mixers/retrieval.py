@@ -233,6 +233,9 @@ class InfoNCEConfig:
     tau: float = bounded(0.05, gt=0)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4, weight_decay=0.0, warmup_steps=0))
     curve_points: int = bounded(16, ge=1)  # the training loss is reported as means over this many windows
+    # InfoNCE runs beyond the stage's `seeds`, where its claim declares more (claims.yaml): each tunes
+    # the clm stage's model of that seed (clm's extra_seeds must have trained it).
+    extra_seeds: list[int] = field(default_factory=list)
 
 
 def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
@@ -320,6 +323,9 @@ class RetrievalConfig:
         if not self.sources:
             raise ConfigError("sources: name at least one embedding source")
         check_distinct(self.seeds, "seeds")
+        check_distinct(self.infonce.extra_seeds, "infonce.extra_seeds", at_least=0)
+        if min(self.infonce.extra_seeds, default=0) < 0:
+            raise ConfigError(f"infonce.extra_seeds: seeds are non-negative integers; got {self.infonce.extra_seeds}")
         if self.infonce_source not in self.sources:
             raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; "
                               f"have {', '.join(self.sources)}")
@@ -334,6 +340,9 @@ class RetrievalConfig:
                 raise ConfigError(f"throughput.candidates: {c} must be within 2..min(throughput.n_train, n_test)")
         if any(n < 1 for n in self.training.curve_steps):
             raise ConfigError(f"training.curve_steps: list positive step counts, got {self.training.curve_steps}")
+
+    def infonce_seeds(self) -> list[int]:
+        return self.seeds + [seed for seed in self.infonce.extra_seeds if seed not in self.seeds]
 
 
 def tokenize_pairs(stories: datasets.Dataset, tokenizer, n: int, n_ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -405,6 +414,9 @@ def against_infonce(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: 
     train_q, train_t, test_q, test_t = (embed_texts(model, x, spec.position, spec.pooling, pad_id) for x in
                                         (ids["train_q"][:n], ids["train_t"][:n], ids["test_q"], ids["test_t"]))
     embed_seconds = time.perf_counter() - start
+    # The source's own cosine ranking before tuning, as `retrieve` scores it (same embeddings, same draws).
+    ranked = cfg.candidates[0]
+    before = ranking_top1(test_q, test_t, ranked, cfg.n_test, torch.Generator().manual_seed(seed))["cosine"]
     timed = replace(cfg.training, steps=cfg.throughput.steps, curve_steps=[])
     throughput = {"embed_seconds": round(embed_seconds, 2), "texts_embedded": 2 * (n + len(test_q))}
     for c in cfg.throughput.candidates:
@@ -417,8 +429,8 @@ def against_infonce(seed: int, cfg: RetrievalConfig, sizes, vocab: int, pad_id: 
                             pad_id)
     generator = torch.Generator().manual_seed(seed)
     test_q, test_t = (embed_texts(model, ids[k], spec.position, spec.pooling, pad_id) for k in ("test_q", "test_t"))
-    c = cfg.candidates[0]
-    infonce[f"c{c}_cosine_top1"] = round(ranking_top1(test_q, test_t, c, cfg.n_test, generator)["cosine"], 4)
+    infonce[f"c{ranked}_cosine_top1"] = round(ranking_top1(test_q, test_t, ranked, cfg.n_test, generator)["cosine"], 4)
+    infonce[f"c{ranked}_cosine_top1_before"] = round(before, 4)
     # The blog counts InfoNCE samples as pairs (640/s); counting both texts of a pair, as here,
     # doubles InfoNCE's figure and halves every ratio below.
     for c in cfg.throughput.candidates:
@@ -445,19 +457,19 @@ def main(argv: list[str] | None = None) -> None:
     ids = dict(zip(("train_q", "train_t"), tokenize_pairs(pairs["train"], tokenizer, cfg.n_train, sizes.n_ctx)))
     ids.update(zip(("test_q", "test_t"), tokenize_pairs(pairs["validation"], tokenizer, cfg.n_test, sizes.n_ctx)))
     for name, spec in cfg.sources.items():  # every source's weights exist before any worker starts
-        for seed in cfg.seeds:
+        for seed in cfg.infonce_seeds() if name == cfg.infonce_source else cfg.seeds:
             load_source(name, spec, sizes, len(tokenizer), args.clm_dir, seed)
 
     # Every (seed, source) pair is a job of its own, so the workers stay busy to the end.
     inputs = dict(cfg=cfg, sizes=sizes, vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, clm_dir=args.clm_dir,
                   ids=ids)
     jobs = [dict(kind="source", seed=seed, name=name, **inputs) for seed in cfg.seeds for name in cfg.sources]
-    jobs += [dict(kind="infonce", seed=seed, **inputs) for seed in cfg.seeds]
+    jobs += [dict(kind="infonce", seed=seed, **inputs) for seed in cfg.infonce_seeds()]
     steps = cfg.training.steps * len(cfg.candidates)
     cost = {"source": steps, "infonce": cfg.throughput.steps * len(cfg.throughput.candidates) + cfg.infonce.steps}
     done = iter(run_jobs(run_job, jobs, cfg.workers, cost=lambda job: cost[job["kind"]]))
     rows = {(str(seed), name): next(done) for seed in cfg.seeds for name in cfg.sources}
-    compared = {str(seed): next(done) for seed in cfg.seeds}
+    compared = {str(seed): next(done) for seed in cfg.infonce_seeds()}
     sources = {name: {"model": spec.model, "weights": spec.weights, "pooling": spec.pooling,
                       "position": spec.position if spec.pooling == "position" else None,
                       "seeds": {str(seed): rows[str(seed), name] for seed in cfg.seeds}}
