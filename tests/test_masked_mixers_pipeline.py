@@ -79,6 +79,11 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
                 assert 0 <= run[f"c{c}"]["test_top1"] <= 1
                 assert set(run[f"c{c}"]["top1_curve"]) == {"2", "4"}
     assert all(run["texts_per_s"] > 0 and run["speedup_c8"] > 0 for run in retrieval["infonce"]["seeds"].values())
+    # Each InfoNCE run's score before tuning is its source's own cosine ranking of the same seed,
+    # computed apart in the source's run: the same embeddings and candidate draws.
+    c, source = retrieval["candidates"][0], retrieval["sources"][retrieval["infonce"]["source"]]
+    for seed, run in retrieval["infonce"]["seeds"].items():
+        assert run[f"c{c}_cosine_top1_before"] == source["seeds"][seed][f"c{c}_cosine_top1"]
     generation = json.loads((results / "generation.json").read_text())
     (stopped,) = [c for c in generation["checkpoints"].values() if "max_diff_vs_clm" in c]
     assert stopped["steps_compared_with_clm"] and stopped["max_diff_vs_clm"] < 1e-4, "the clm run's weights again"
