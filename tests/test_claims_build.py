@@ -295,6 +295,17 @@ def test_counted_outcomes_of_grouped_parts_decide_per_part_then_per_group():
     three = {name: [1, 1, 1] for name in parts}
     row = build(spec_of(counted), Evidence(arms={"searched": [2.0] * 3}, parts=three, groups=groups))["c"]
     assert row["verdict"] == "inconclusive" and "a unanimous count decides from 6 seeds" in row["why"]
+    at_chance = build(spec_of(counted), Evidence(arms=six, parts={**parts, "b1": [1] * 6, "b2": [1] * 6},
+                                                 groups=groups, learned=False))["c"]
+    assert at_chance["verdict"] == "inconclusive" and at_chance["why"].startswith("a model is not measurably above")
+
+
+def test_a_count_of_outcomes_decides_nothing_when_a_model_sits_at_chance():
+    counted = claim(judge="k_of_n", share=0.5, seeds=6, chance=0.5)
+    six = {"outcome": [1.0] * 6}
+    assert build(spec_of(counted), Evidence(arms=six, hits=6, n=6))["c"]["verdict"] == "reproduced"
+    row = build(spec_of(counted), Evidence(arms=six, hits=6, n=6, learned=False))["c"]
+    assert row["verdict"] == "inconclusive" and "the rules alone would say reproduced" in row["why"]
 
 
 def test_a_claim_scoped_to_other_profiles_has_no_row_here():

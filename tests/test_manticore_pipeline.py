@@ -100,6 +100,15 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     for point in main["sweep"]:
         loss = point["loss"]
         assert loss["mix"] == pytest.approx((loss["stories"] + loss["instructions"]) / 2)
+        assert point["train_seconds"] > 0
+    # Figure 4: seed 1 from the pair's own projector run, seed 3 a job of its own
+    assert [(row["pair"], row["seed"]) for row in specialists["figure4"]] == [("specialists", 1), ("specialists", 3)]
+    for row in specialists["figure4"]:
+        assert [b["steps"] for b in row["budgets"]] == [0, 1, 2]
+        assert [[p.get("trained", True) for p in b["sweep"]] for b in row["budgets"][:-1]] == [[False, True, False]] * 2
+    assert specialists["figure4"][0]["budgets"][-1]["sweep"] == specialists["runs"][1]["sweep"], "the pair's own"
+    assert (repo / "data/manticore/specialist_runs/specialists/seed3/budget1_sweep_1").is_dir()
+    assert not (repo / "data/manticore/specialist_runs/specialists/seed3/search_darts_alternating").exists()
     claims = json.loads((repo / RESULTS / "claims.json").read_text())["claims"]
     ids = {c["id"] for c in claims}
     assert ids >= {"fig3-hybrid-beats-components", "table8-ensemble-below-manticore", "table2-right-beats-components",

@@ -321,10 +321,10 @@ def budgets(best_alphas: list[float]) -> dict:
             "summary": {"stable_from_tokens": stable}}
 
 
-def test_figure4_names_what_the_cheapest_runs_show():
+def test_figure4_in_the_papers_setting_names_what_its_runs_show():
     def projector_budget_claim(res: dict) -> dict:
-        return judge_claims("manticore", {"projector_budget": res}, ["fig4-optimum-stabilises"])[
-            "fig4-optimum-stabilises"]
+        name = "fig4-optimum-stabilises-on-completions"
+        return judge_claims("manticore", {"projector_budget": res}, [name], "paper")[name]
 
     corner = projector_budget_claim(budgets([0.0, 0.0, 0.0]))
     assert corner["verdict"] == "needs paper scale" and "gpt_neo alone is the best point at every budget" in \
@@ -383,3 +383,44 @@ def test_beats_both_is_judged_against_the_better_component_of_each_seed():
     assert judge_difference([c - m for c, m in zip(best, manticore)], +1)[0] == "inconclusive"
     assert judge_difference([c - m for c, m in zip(alone["a"], manticore)], +1)[0] == "reproduced"
     assert better_alone(arms, ["a", "a", "a"]) == ("a", alone["a"])
+
+
+def figure4_row(seed: int, best: list[float], fall: float = 0.01, loss: float = 2.0) -> dict:
+    """One seed of Figure 4 whose sweep is lowest at `best[k]` after the k-th budget (0, 400, 800,
+    1,200, 1,600 steps); `loss` at that point, 0.2 more elsewhere."""
+    grid = [0.0, 0.25, 0.5, 0.75, 1.0]
+    return {"pair": "specialists", "seed": seed, "components": ["gpt_neo", "mamba_instructions"], "chance": CHANCE,
+            "projector_pretraining": [[100, 5.0], [1280, 3.0 + fall], [1600, 3.0]],
+            "budgets": [{"steps": steps, "sweep": [point(loss if a == b else loss + 0.2, alphas=[[1 - a, a]])
+                                                   for a in grid]}
+                        for steps, b in zip((0, 400, 800, 1200, 1600), best)]}
+
+
+def figure4_claim(rows: list[dict], profile: str = "tiny") -> dict:
+    return judge_claims("manticore", {"specialists": {"profile": profile, "runs": [], "figure4": rows}},
+                        ["fig4-optimum-stabilises"], profile)["fig4-optimum-stabilises"]
+
+
+def test_figure4_counts_seeds_whose_optimum_moved_then_settled_by_three_quarters():
+    settles = [1.0, 1.0, 0.75, 0.75, 0.75]  # the optimum leaves the Mamba corner at 800 steps and stays
+    row = figure4_claim([figure4_row(s, settles) for s in range(6)])
+    assert row["verdict"] == "reproduced" and "6 of 6" in row["why"]
+    assert "seed 0: 1 -> 1 -> 0.75 -> 0.75 -> 0.75 (settled from 800 of 1,600 steps)" in row["context"]
+    late = [1.0, 1.0, 0.75, 0.5, 0.75]  # back at 0.75 only at the end: settled from 1,600, not by 1,200
+    assert figure4_claim([figure4_row(s, late) for s in range(6)])["verdict"] == "not reproduced"
+    assert figure4_claim([figure4_row(s, settles if s else late) for s in range(6)])["verdict"] == "inconclusive"
+    assert figure4_claim([figure4_row(s, settles) for s in range(3)])["verdict"] == "inconclusive", "6 declared"
+    still = figure4_claim([figure4_row(s, [1.0] * 5) for s in range(6)])
+    assert still["verdict"] == "inconclusive" and "never moved" in still["why"]
+    chance = figure4_claim([figure4_row(s, settles, loss=6.5) for s in range(6)])
+    assert chance["verdict"] == "inconclusive" and "not measurably above chance" in chance["why"]
+    moving = figure4_claim([figure4_row(s, settles, fall=0.2) for s in range(6)])
+    assert moving["verdict"] == "inconclusive" and "not pretrained to flattening" in moving["why"]
+
+
+def test_figure4_table_gives_each_budgets_sweep_over_seeds_and_where_each_seed_settled():
+    from papers.manticore.report import figure4
+
+    table = figure4({"figure4": [figure4_row(0, [1.0, 1.0, 0.75, 0.75, 0.75]), figure4_row(1, [1.0] * 5)]})
+    assert "| 800 | 2.200 ± 0.000 | 2.200 ± 0.000 | 2.200 ± 0.000 | 2.100 ± 0.141 | 2.100 ± 0.141 | 0.75, 1 |" in table
+    assert table.endswith("seed 0 from 800; seed 1 never moved.")

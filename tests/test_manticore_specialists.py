@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from common.errors import ConfigError, DataError
 from common.eval.heldout import heldout_loss
 from common.models.lm import LanguageModel, LMConfig
 from papers.manticore import components, instruction_text
@@ -181,23 +182,10 @@ def test_the_stage_fine_tunes_each_component_and_the_hybrid_on_every_table1_task
 @pytest.mark.parametrize("carry", [False, True])
 def test_only_projectors_carry_over_unless_asked_so_a_one_hot_alpha_starts_as_its_component(tmp_path, carry):
     """The start after projector pretraining, under a one-hot alpha, against each component run alone."""
-    import datasets
-
-    from common.data.manifest import write_manifest
-    from common.training.trainer import TrainerConfig
-    from papers.manticore.finetune import FineTuneConfig, Runner
     from papers.manticore.specialists import with_own_embeddings
-    from tests.test_manticore_hybrid import V, tiny_components
 
-    torch.manual_seed(0)
-    components = tiny_components()
-    rows = {"input_ids": torch.randint(0, V, (32, 16)).tolist(), "attention_mask": [[1] * 16] * 32}
-    general = tmp_path / "general"
-    datasets.DatasetDict({s: datasets.Dataset.from_dict(rows) for s in ("train", "validation")}).save_to_disk(general)
-    write_manifest(general, stage="test", params={}, counts={})
-    trainer = TrainerConfig(max_steps=3, val_every_n_steps=3, limit_val_batches=1, log_every_n_steps=1,
-                            progress_bar=False, threads=1)
-    runner = Runner(FineTuneConfig(batch_size=4, trainer=trainer), components, V, tmp_path / "runs")
+    general, components, V = _general_text(tmp_path)
+    runner = _runner(components, V, tmp_path / "runs")
     start, _ = runner.pretrain_projectors(general, 3)
     if not carry:
         start = with_own_embeddings(runner, start)
@@ -208,3 +196,71 @@ def test_only_projectors_carry_over_unless_asked_so_a_one_hot_alpha_starts_as_it
         with torch.no_grad():
             same = torch.allclose(net(ids), component.eval()(ids), atol=1e-5)
         assert same is not carry, f"component {m}: the pretrained embeddings {'did' if carry else 'did not'} carry"
+
+
+def _general_text(tmp_path):
+    """32 random rows of 16 tokens as a tokenized set, and tiny components of its vocabulary."""
+    from common.data.manifest import write_manifest
+    from tests.test_manticore_hybrid import V, tiny_components
+
+    torch.manual_seed(0)
+    components = tiny_components()
+    rows = {"input_ids": torch.randint(0, V, (32, 16)).tolist(), "attention_mask": [[1] * 16] * 32}
+    general = tmp_path / "general"
+    datasets.DatasetDict({s: datasets.Dataset.from_dict(rows) for s in ("train", "validation")}).save_to_disk(general)
+    write_manifest(general, stage="test", params={}, counts={})
+    return general, components, V
+
+
+def _runner(components, vocab_size, run_dir, **tuning):
+    from common.training.optim import OptimConfig
+    from common.training.trainer import TrainerConfig
+    from papers.manticore.finetune import FineTuneConfig, Runner
+
+    trainer = TrainerConfig(val_every_n_steps=2, limit_val_batches=1, log_every_n_steps=1, progress_bar=False,
+                            threads=1)
+    # A constant rate: the first k steps of a run are then a run of k steps of their own.
+    optim = OptimConfig(lr=1e-2, schedule="constant", warmup_steps=0)
+    return Runner(FineTuneConfig(batch_size=4, trainer=trainer, optim=optim, **tuning), components, vocab_size,
+                  run_dir)
+
+
+def test_projector_snapshots_hold_the_weights_of_a_run_stopped_at_their_step(tmp_path, one_thread):
+    general, components, V = _general_text(tmp_path)
+    runner = _runner(components, V, tmp_path / "runs")
+    final, _ = runner.pretrain_projectors(general, 4, snapshots=[2, 0])
+    for step in (0, 2):
+        expected, _ = _runner(components, V, tmp_path / f"short{step}").pretrain_projectors(general, step)
+        kept = runner.projector_snapshot(step)
+        assert kept.keys() == expected.keys()
+        assert all(torch.allclose(kept[k], expected[k], atol=1e-7) for k in expected), f"step {step}"
+    moved = [k for k in final if k.startswith("proj_") and not torch.equal(final[k], kept[k])]
+    assert moved, "the last two steps changed the projectors: the snapshot is not the run's end"
+    # A finished run is reused with its snapshots; a missing one says how to get it back.
+    again, _ = runner.pretrain_projectors(general, 4, snapshots=[0, 2])
+    assert all(torch.equal(again[k], final[k]) for k in final)
+    (tmp_path / "runs/projectors/snapshots/step2.pt").unlink()
+    with pytest.raises(DataError, match="step2.pt is missing.*delete"):
+        runner.projector_snapshot(2)
+    with pytest.raises(ConfigError, match=r"projector snapshots \[4\]"):
+        runner.pretrain_projectors(general, 4, snapshots=[4])
+
+
+def test_a_run_at_a_corner_does_not_depend_on_the_projectors_so_every_budget_shares_the_final_corners(
+        tmp_path, one_thread):
+    """Figure 4's budgets reuse the final sweep's corners (`projector_free`): the same one-hot run
+    from two projector states ends the same, while an interior alpha does not."""
+    from papers.manticore.finetune import val_loss
+    from papers.manticore.specialists import projector_free, with_own_embeddings
+
+    general, components, V = _general_text(tmp_path)
+    runner = _runner(components, V, tmp_path / "runs", train_steps=2)
+    runner.pretrain_projectors(general, 4, snapshots=[0])
+    cfg = SpecialistsConfig()
+    starts = [with_own_embeddings(runner, runner.projector_snapshot(0)),
+              with_own_embeddings(runner, runner.pretrain_projectors(general, 4, snapshots=[0])[0])]
+    for name, alphas in (("gpt", [[1.0, 0.0]]), ("mamba", [[0.0, 1.0]]), ("half", [[0.5, 0.5]])):
+        losses = [val_loss(runner.fixed_run(f"{name}{i}", torch.tensor(alphas), start, general).history)
+                  for i, start in enumerate(starts)]
+        assert (losses[0] == losses[1]) is projector_free(alphas, cfg), (name, losses)
+    assert not projector_free([[1.0, 0.0]], replace(cfg, carry_embeddings=True))

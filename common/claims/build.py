@@ -404,6 +404,8 @@ def judge_claim(claim: dict[str, Any], evidence: Evidence,
                 judgement = rules.settle(judgement, judge, evidence.difference, evidence.changes)
             if kind == "difference":
                 judgement = judge_size(judgement, claim, evidence)
+    if kind == "k_of_n" and not evidence.learned:  # a count of outcomes of models at chance says nothing
+        judgement = rules.require(judgement, "a model is not measurably above chance")
     judgement = one_sided(judgement, claim)
     if declared is not None and held is not None and held < declared:
         judgement = rules.require(judgement, f"{held} of the {declared} seeds declared for this claim")

@@ -17,6 +17,7 @@ from common.errors import DataError
 
 MATCH = 0.02  # "matches": within 2% of the reference's loss
 FLAT = 0.01  # projector pretraining has flattened when its loss fell by less than this share over its last fifth
+SETTLED = 0.75  # Figure 4's "stable from about 70M of 100M tokens": the budget nearest 70% of the whole
 
 
 def pair_runs(res: dict, pair: str) -> list[dict]:
@@ -497,3 +498,47 @@ def projector_budgets(results: dict) -> Evidence:
     return Evidence(facts={"components": ", ".join(res["components"]), "shows": shows,
                            "reading": ", ".join(f"{r['best_alpha']:.2f} at {r['tokens']:,} tokens"
                                                 for r in res["budgets"])})
+
+
+def best_alpha(sweep: list[dict]) -> tuple[float, ...]:
+    """The sweep's best point, as the second component's weight in each block."""
+    return tuple(row[1] for row in min(sweep, key=_mix)["alphas"])
+
+
+def settled_from(row: dict) -> tuple[int, bool]:
+    """One seed of Figure 4: the first projector budget from which the sweep's best alpha stays what it
+    is at the last, and whether it was ever anything else (else there is nothing that settled)."""
+    best = [(budget["steps"], best_alpha(budget["sweep"])) for budget in row["budgets"]]
+    final = best[-1][1]
+    first = next(step for i, (step, _) in enumerate(best) if all(alpha == final for _, alpha in best[i:]))
+    return first, any(alpha != final for _, alpha in best)
+
+
+def figure4_optima(results: dict) -> Evidence:
+    """Figure 4, per seed: 1 when the sweep's best alpha moved with projector pretraining and is the
+    same from SETTLED of it to the end, else 0. Counted over seeds, not averaged: the best alpha
+    moves on the sweep's grid, so a seed's budget of settling is one of a few values."""
+    rows = results["specialists"].get("figure4") or []
+    if not rows:
+        return Evidence(missing="the specialists stage ran no Figure 4 (figure4.pair is null)")
+    hits, reading, shares = [], [], []
+    for row in rows:
+        first, moved = settled_from(row)
+        last = row["budgets"][-1]["steps"]
+        hits.append(moved and first <= SETTLED * last)
+        shares.append(first / last)
+        path = " -> ".join(", ".join(f"{a:g}" for a in best_alpha(b["sweep"])) for b in row["budgets"])
+        reading.append(f"seed {row['seed']}: {path}" + (f" (settled from {first:,} of {last:,} steps)" if moved else
+                                                          " (never moved)"))
+    # Each point of each budget's sweep below each seed's unigram loss, over the seeds.
+    points = zip(*[[_mix(p) - row["chance"]["mix"] for b in row["budgets"] for p in b["sweep"]] for row in rows])
+    learned = all(above_chance(list(gaps), 0.0, higher_is_better=False) for gaps in points)
+    never = None if any(settled_from(row)[1] for row in rows) else \
+        "the best alpha never moved with projector pretraining in any seed: nothing settled"
+    budgets = ", ".join(f"{b['steps']:,}" for b in rows[0]["budgets"])
+    return Evidence(arms={"settled from (share of the projector steps)": shares}, hits=sum(hits), n=len(rows),
+                    learned=learned, chance=rows[0]["chance"]["mix"],
+                    failure="; and ".join(c for c in (unflattened_projectors(rows), never) if c) or None,
+                    facts={"components": " + ".join(rows[0]["components"]), "budgets": budgets,
+                           "reading": "; ".join(reading), "settled": f"{SETTLED:.0%}",
+                           "count": f"{sum(hits)} of {len(rows)}"})

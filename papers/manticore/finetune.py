@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from common.config import bounded, check_distinct, seed_field
 from common.data.datamodule import TextDataModule
 from common.errors import ConfigError, DataError
 from common.eval.plots import save_figure
-from common.io import write_json
+from common.io import atomic_file, write_json
 from common.models.lm import LanguageModel
 from common.training.modules import CausalLMModule
 from common.training.optim import OptimConfig
@@ -65,6 +65,33 @@ class SweepConfig(FineTuneConfig):
             raise ConfigError(f"sweep_points: weights of the second component, each in [0, 1], got {self.sweep_points}")
 
 
+class SnapshottingLM(CausalLMModule):
+    """A causal LM run that also saves its network's weights (`search.snapshot`) once it has taken
+    each of `steps` optimizer steps, as `directory/step<N>.pt`: Figure 4's projector budgets read
+    from one projector run. A hook of the module, not a callback, so that a finished run is still
+    reused (`run_training`) and its files with it; a resumed run keeps the files it wrote before."""
+
+    def __init__(self, net: Manticore, vocab_size: int, optim: OptimConfig, steps: Sequence[int], directory: Path):
+        super().__init__(net, vocab_size, optim)
+        self.snapshot_steps, self.directory = frozenset(steps), directory
+
+    def _save(self) -> None:
+        step = self.trainer.global_step
+        if step in self.snapshot_steps:
+            with atomic_file(snapshot_path(self.directory, step), "wb") as handle:
+                torch.save(snapshot(self.net), handle)
+
+    def on_train_start(self) -> None:  # step 0: the weights before any training
+        self._save()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        self._save()
+
+
+def snapshot_path(directory: Path, step: int) -> Path:
+    return directory / f"step{step}.pt"
+
+
 class Runner:
     """Trains one network per experiment, each from the same starting weights."""
 
@@ -82,19 +109,22 @@ class Runner:
         return net
 
     def fit(self, name: str, build: Callable[[], L.LightningModule], data: Path, steps: int, manual: bool = False,
-            n_ctx: int | None = None) -> TrainingRun:
+            n_ctx: int | None = None, key: dict | None = None) -> TrainingRun:
         """Train the module `build()` makes on `data` for `steps` batches; `manual` for modules that
-        clip their own gradients (the search)."""
+        clip their own gradients (the search); `key`: settings of the module that the run's key must
+        hold too (a finished run is reused only with the same key)."""
         trainer_cfg = replace(self.cfg.trainer, max_steps=steps,
                               gradient_clip_val=None if manual else self.cfg.trainer.gradient_clip_val)
         datamodule = TextDataModule(data, batch_size=self.cfg.batch_size, seed=self.cfg.seed, n_ctx=n_ctx)
         return run_training(build, datamodule, trainer_cfg, self.run_root / name, seed=self.cfg.seed,
-                            run_config={"name": name, "config": asdict(self.cfg), "steps": steps})
+                            run_config={"name": name, "config": asdict(self.cfg), "steps": steps, **(key or {})})
 
-    def pretrain_projectors(self, general: Path, steps: int, name: str = "projectors") -> tuple[dict, list[dict]]:
+    def pretrain_projectors(self, general: Path, steps: int, name: str = "projectors",
+                            snapshots: Sequence[int] = ()) -> tuple[dict, list[dict]]:
         """Step 1: projectors and embeddings trained on general text for `steps` batches, components
         frozen, uniform alphas. Returns the weights every later run starts from, and the
-        validation history."""
+        validation history. `snapshots`: steps (below `steps`) at which the weights are also kept,
+        read back with `projector_snapshot`."""
         def frozen_components() -> Manticore:
             base = self.hybrid("fixed", None)
             base.components.requires_grad_(False)
@@ -102,9 +132,26 @@ class Runner:
 
         if not steps:
             return snapshot(frozen_components()), []
-        run = self.fit(name, lambda: CausalLMModule(frozen_components(), self.vocab_size, self.cfg.optim), general,
-                       steps, n_ctx=self.cfg.general_n_ctx)
+        if late := [s for s in snapshots if not 0 <= s < steps]:
+            raise ConfigError(f"projector snapshots {late}: each must be a step in [0, {steps}), the projector steps")
+        if snapshots:
+            def build() -> CausalLMModule:
+                return SnapshottingLM(frozen_components(), self.vocab_size, self.cfg.optim, snapshots,
+                                      self.run_root / name / "snapshots")
+        else:
+            def build() -> CausalLMModule:
+                return CausalLMModule(frozen_components(), self.vocab_size, self.cfg.optim)
+        run = self.fit(name, build, general, steps, n_ctx=self.cfg.general_n_ctx,
+                       key={"snapshots": sorted(snapshots)} if snapshots else None)
         return snapshot(run.module.net), [r for r in run.history if "val/loss" in r]
+
+    def projector_snapshot(self, step: int, name: str = "projectors") -> dict:
+        """The weights `pretrain_projectors(..., snapshots)` kept after `step` steps."""
+        path = snapshot_path(self.run_root / name / "snapshots", step)
+        if not path.is_file():
+            raise DataError(f"{path} is missing, though its projector run is complete; delete "
+                            f"{self.run_root / name} and rerun to train it again")
+        return torch.load(path, weights_only=True)
 
     def sweep(self, start: dict, completions: Path, prefix: str = "sweep") -> list[dict]:
         """Step 2: the landscape, every fixed alpha of the grid fine-tuned for `train_steps`."""

@@ -14,12 +14,14 @@ from common.claims.rules import spread
 from common.claims.stage import claims_report_main
 from papers.manticore import evidence
 from papers.manticore.evidence import (
+    best_alpha,
     better_alone,
     corner_offset,
     late_movement,
     pair_runs,
     pair_summary,
     programmed_arms,
+    settled_from,
     task_arms,
 )
 
@@ -508,6 +510,28 @@ def specialist_tasks(res: dict) -> str:
     return "\n".join(lines).rstrip() or "No pair ran the tasks."
 
 
+def figure4(res: dict) -> str:
+    """Figure 4 on the specialist pair: the sweep's mix loss per alpha and projector budget, mean ± sd
+    over seeds, and each seed's best alpha."""
+    rows = res.get("figure4") or []
+    if not rows:
+        return "Figure 4 was not run at this profile (`specialists.figure4.pair` is null)."
+    points = [point["alphas"][0][1] for point in rows[0]["budgets"][0]["sweep"]]
+    lines = [f"Mean held-out loss of the two genres after fine-tuning, Manticore[{', '.join(rows[0]['components'])}], "
+             f"by alpha of `{rows[0]['components'][1]}` (columns) and projector steps (rows), mean ± sd over seeds "
+             f"{[r['seed'] for r in rows]}; corners are the final sweep's:", "",
+             "| projector steps | " + " | ".join(f"{p:g}" for p in points) + " | best alpha per seed |",
+             "|---|" + "---|" * (len(points) + 1)]
+    for k, budget in enumerate(rows[0]["budgets"]):
+        sweeps = [r["budgets"][k]["sweep"] for r in rows]
+        cells = [_cell([sweep[j]["loss"]["mix"] for sweep in sweeps]) for j in range(len(points))]
+        best = ", ".join(", ".join(f"{a:g}" for a in best_alpha(sweep)) for sweep in sweeps)
+        lines.append(f"| {budget['steps']:,} | " + " | ".join(cells) + f" | {best} |")
+    settled = "; ".join(f"seed {r['seed']} " + (f"from {first:,}" if moved else "never moved")
+                        for r in rows for first, moved in [settled_from(r)])
+    return "\n".join(lines + ["", f"The best alpha settles (stays what it is at the end): {settled}."])
+
+
 def or_not_trained(table: Callable[[dict], str], key: str) -> Callable[[dict], str]:
     """`table`, or a line saying that the stage trained nothing at the results' profile (their `key`
     absent or empty): a profile block that decides nothing there switches it off."""
@@ -521,6 +545,7 @@ def or_not_trained(table: Callable[[dict], str], key: str) -> Callable[[dict], s
 
 # A table's name is its results file's, or (results file, table) where one file feeds two tables.
 TABLES = {"claims": claims_table, "specialists": specialists, "specialist_tasks": ("specialists", specialist_tasks),
+          "figure4": ("specialists", figure4),
           "components": components, "general_text": general_text,
           "nl_experiments": or_not_trained(nl_experiments, "sweep"),
           "mad_experiments": mad_experiments, "mad_sizing": mad_sizing,

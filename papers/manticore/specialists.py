@@ -33,6 +33,12 @@ For each pair and seed (jobs in parallel worker processes):
    the paper's appendix E.1, searched, rewound and retrained) fine-tuned on the task for
    `train_steps`, from the same pretrained projectors. On the mix, Manticore is step 3's
    `darts_simultaneous` run when the pair searched it.
+6. With `figure4`, Figure 4 (appendix A) on one pair: the fixed-alpha sweep again from the pair's
+   projector weights after `figure4.steps` of its projector pretraining (kept by that one run, so a
+   budget is the text read so far, not a run of its own), for `figure4.seeds`; a seed that is not
+   one of `seeds` runs only its projector pretraining and these sweeps. The corners of the sweep are
+   not trained again: a one-hot alpha computes exactly its component whatever the projectors (with
+   the components' own embeddings), so each budget's corners are the final sweep's.
 
 Every trained model is scored on each genre's held-out documents; `mix` is the mean of the genre
 losses (the fine-tuning mix is even at `tiny`). Writes `results/specialists.json`; the report
@@ -100,6 +106,14 @@ class PairSpec:
 
 
 @dataclass
+class Figure4Config:
+    """Figure 4 on one pair: the sweep after each of `steps` of projector pretraining, for `seeds`."""
+    pair: str | None = None  # None: not run
+    steps: list[int] = field(default_factory=list)  # below projector_steps, whose sweep is step 3's
+    seeds: list[int] = field(default_factory=list)
+
+
+@dataclass
 class SpecialistsConfig:
     seeds: list[int] = seeds_field(0, 1, 2)
     pairs: dict[str, PairSpec] = field(default_factory=dict)
@@ -123,6 +137,7 @@ class SpecialistsConfig:
     batch_size: int = bounded(16, ge=1)
     search: SearchConfig = field(default_factory=SearchConfig)
     arch_lr: dict[str, float] = field(default_factory=dict)  # per method, over search.arch_lr
+    figure4: Figure4Config = field(default_factory=Figure4Config)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     workers: int | None = bounded(None, ge=1)  # None: one per core
@@ -146,6 +161,18 @@ class SpecialistsConfig:
             if m not in METHODS or lr <= 0:
                 raise ConfigError(f"arch_lr.{m}: must name a method ({', '.join(METHODS)}) with a positive rate, "
                                   f"got {lr}")
+        fig4 = self.figure4
+        if fig4.pair is not None:
+            if fig4.pair not in self.pairs:
+                raise ConfigError(f"figure4.pair: {fig4.pair!r} is not one of pairs ({', '.join(self.pairs)})")
+            check_distinct(fig4.steps, "figure4.steps")
+            check_distinct(fig4.seeds, "figure4.seeds")
+            if bad := [s for s in fig4.steps if not 0 <= s < self.projector_steps]:
+                raise ConfigError(f"figure4.steps: {bad} not in [0, projector_steps = {self.projector_steps}); "
+                                  "the last budget is projector_steps itself, the pair's own sweep")
+
+    def figure4_seed(self, pair_name: str, seed: int) -> bool:
+        return self.figure4.pair == pair_name and seed in self.figure4.seeds
 
     def tuning(self, pair: PairSpec, seed: int) -> FineTuneConfig:
         """The `Runner` settings of one pair and seed."""
@@ -258,23 +285,36 @@ def curve(run) -> list[list[float]]:
     return [[r["step"], r["val/loss"]] for r in run.history if "val/loss" in r]
 
 
+def projector_free(alphas: list[list[float]], cfg: SpecialistsConfig) -> bool:
+    """Whether a fixed alpha's run does not depend on the projectors' weights: every weight 0 or 1
+    gates every projector out (hybrid.py), and the embeddings are the components' own."""
+    return not cfg.carry_embeddings and all(a in (0.0, 1.0) for row in alphas for a in row)
+
+
 def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: Path, stories: Path,
-             run_root: Path, pretrained: frozenset[str]) -> dict:
+             run_root: Path, pretrained: frozenset[str], figure4_only: bool = False) -> dict:
     """Every run of one pair at one seed (one worker job); `pretrained`: the instruction components'
-    pretraining documents, which no instruction here repeats."""
+    pretraining documents, which no instruction here repeats. `figure4_only`: the projector
+    pretraining and the sweeps of Figure 4 only (a seed of `figure4.seeds` that is not one of
+    `seeds`)."""
     pair = cfg.pairs[pair_name]
     components, tokenizer = components_for_hybrid(components_dir, pair.components)
     vocab_size = len(tokenizer)
     run_dir = run_root / pair_name / f"seed{seed}"
-    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data", single_genre=pair.tasks,
-                            pretrained=pretrained)
+    data = write_genre_data(cfg, seed, tokenizer, stories, run_dir / "data",
+                            single_genre=pair.tasks and not figure4_only, pretrained=pretrained)
     runner = Runner(cfg.tuning(pair, seed), components, vocab_size, run_dir)
-    start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps)
-    if not cfg.carry_embeddings:
-        start = with_own_embeddings(runner, start)
+    snapshots = cfg.figure4.steps if cfg.figure4_seed(pair_name, seed) else []
+    start, projector_history = runner.pretrain_projectors(data["projector"], cfg.projector_steps, snapshots=snapshots)
+
+    def own_embeddings(state: dict) -> dict:
+        return state if cfg.carry_embeddings else with_own_embeddings(runner, state)
+
+    start = own_embeddings(start)
 
     def scored(run) -> dict:
-        return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run)}
+        return {"loss": genre_losses(run.module.net, data["finetune"], cfg), "curve": curve(run),
+                "train_seconds": round(run.metrics.state_dict()["elapsed_s"], 2)}
 
     def searched_and_retrained(name: str, method: str, update: str, task_data: Path) -> dict:
         alphas, history = search_alphas(runner, cfg, method, update, start, task_data, f"search_{name}")
@@ -287,14 +327,32 @@ def run_pair(cfg: SpecialistsConfig, pair_name: str, seed: int, components_dir: 
 
         return scored(runner.fit(name, module, task_data, steps))
 
+    grid = sweep_grid(cfg.n_blocks, cfg.sweep_points)
     sweep = [{"alphas": alphas.tolist(), **scored(runner.fixed_run(f"sweep_{k}", alphas, start, data["finetune"]))}
-             for k, alphas in enumerate(sweep_grid(cfg.n_blocks, cfg.sweep_points))]
+             for k, alphas in enumerate(grid)]
+    chance = genre_chance(data["finetune"], vocab_size)
+    projector_curve = [[r["step"], r["val/loss"]] for r in projector_history]
+    figure4 = None
+    if snapshots:
+        budgets = []
+        for step in sorted(snapshots):
+            budget_start = own_embeddings(runner.projector_snapshot(step))
+            points = [{**final, "trained": False} if projector_free(final["alphas"], cfg) else
+                      {"alphas": alphas.tolist(),
+                       **scored(runner.fixed_run(f"budget{step}_sweep_{k}", alphas, budget_start, data["finetune"]))}
+                      for k, (alphas, final) in enumerate(zip(grid, sweep))]
+            budgets.append({"steps": step, "sweep": points})  # `trained: false`: the final sweep's corner
+        figure4 = {"pair": pair_name, "seed": seed, "components": pair.components, "chance": chance,
+                   "projector_pretraining": projector_curve,
+                   "budgets": [*budgets, {"steps": cfg.projector_steps, "sweep": sweep}]}
+    if figure4_only:
+        return {"figure4": figure4}
     searched = {f"{method}_{update}": searched_and_retrained(f"{method}_{update}", method, update, data["finetune"])
                 for method in pair.methods for update in pair.updates}
     result = {"pair": pair_name, "seed": seed, "components": pair.components,
-              "chance": genre_chance(data["finetune"], vocab_size),
-              "projector_pretraining": [[r["step"], r["val/loss"]] for r in projector_history],
-              "sweep": sweep, "searched": searched}
+              "chance": chance, "projector_pretraining": projector_curve,
+              "projector_train_seconds": round(projector_history[-1]["elapsed_s"], 2) if projector_history else 0.0,
+              "sweep": sweep, "searched": searched, "figure4": figure4}
     if pair.ensemble:
         run = runner.fit("ensemble", lambda: CausalLMModule(LearnedEnsemble(copy.deepcopy(components)), vocab_size,
                                                             cfg.optim), data["finetune"], cfg.train_steps)
@@ -329,10 +387,15 @@ def main(argv: list[str] | None = None) -> None:
     # Every pair's components before any pair trains: a worker would find a missing one only when
     # its pair's turn comes.
     check_component_names(args.components, sorted({c for pair in cfg.pairs.values() for c in pair.components}))
-    jobs = [{"cfg": cfg, "pair_name": name, "seed": seed, "components_dir": args.components, "stories": args.stories,
-             "run_root": args.run_dir, "pretrained": pretrained} for name in cfg.pairs for seed in cfg.seeds]
+    common = {"cfg": cfg, "components_dir": args.components, "stories": args.stories, "run_root": args.run_dir,
+              "pretrained": pretrained}
+    jobs = [{**common, "pair_name": name, "seed": seed} for name in cfg.pairs for seed in cfg.seeds]
+    jobs += [{**common, "pair_name": cfg.figure4.pair, "seed": seed, "figure4_only": True}
+             for seed in cfg.figure4.seeds if seed not in cfg.seeds]
     runs = run_jobs(run_pair, jobs, cfg.trainer.job_workers(cfg.workers))
-    write_json(args.out, {"profile": profile, "config": asdict(cfg), "runs": runs})
+    figure4 = sorted((row for run in runs if (row := run.pop("figure4")) is not None), key=lambda row: row["seed"])
+    runs = [run for run in runs if run]  # a Figure 4 seed's job holds nothing else
+    write_json(args.out, {"profile": profile, "config": asdict(cfg), "runs": runs, "figure4": figure4})
     log.info("wrote %s", args.out)
 
 
