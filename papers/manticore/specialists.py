@@ -110,7 +110,7 @@ class Figure4Config:
     """Figure 4 on one pair: the sweep after each of `steps` of projector pretraining, for `seeds`."""
     pair: str | None = None  # None: not run
     steps: list[int] = field(default_factory=list)  # below projector_steps, whose sweep is step 3's
-    seeds: list[int] = field(default_factory=list)
+    seeds: list[int] = seeds_field()
 
 
 @dataclass
