@@ -521,20 +521,20 @@ def figure4_optima(results: dict) -> Evidence:
     rows = results["specialists"].get("figure4") or []
     if not rows:
         return Evidence(missing="the specialists stage ran no Figure 4 (figure4.pair is null)")
-    hits, reading, shares = [], [], []
+    hits, reading, shares, moves = [], [], [], []
     for row in rows:
         first, moved = settled_from(row)
         last = row["budgets"][-1]["steps"]
         hits.append(moved and first <= SETTLED * last)
         shares.append(first / last)
+        moves.append(moved)
         path = " -> ".join(", ".join(f"{a:g}" for a in best_alpha(b["sweep"])) for b in row["budgets"])
         reading.append(f"seed {row['seed']}: {path}" + (f" (settled from {first:,} of {last:,} steps)" if moved else
                                                           " (never moved)"))
     # Each point of each budget's sweep below each seed's unigram loss, over the seeds.
     points = zip(*[[_mix(p) - row["chance"]["mix"] for b in row["budgets"] for p in b["sweep"]] for row in rows])
     learned = all(above_chance(list(gaps), 0.0, higher_is_better=False) for gaps in points)
-    never = None if any(settled_from(row)[1] for row in rows) else \
-        "the best alpha never moved with projector pretraining in any seed: nothing settled"
+    never = None if any(moves) else "the best alpha never moved with projector pretraining in any seed: nothing settled"
     budgets = ", ".join(f"{b['steps']:,}" for b in rows[0]["budgets"])
     return Evidence(arms={"settled from (share of the projector steps)": shares}, hits=sum(hits), n=len(rows),
                     learned=learned, chance=rows[0]["chance"]["mix"],
