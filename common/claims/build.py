@@ -117,6 +117,13 @@ def history_curves(model: dict, key: str = "val/loss") -> list[list[tuple[int, f
     return [[(row["step"], row[key]) for row in run["history"] if key in row] for run in model["seeds"].values()]
 
 
+def on_common_seeds(*models: dict) -> list[dict]:
+    """Each model (a results entry with `seeds`, by seed) with only the seeds all of them trained, in
+    seed order: a model with extra seeds pairs with another on the seeds both have."""
+    common = sorted(set.intersection(*(set(model["seeds"]) for model in models)), key=int)
+    return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
+
+
 def load_spec(path: Path) -> dict[str, Any]:
     """A paper's `claims.yaml`, checked: a spec error is one line naming the claim and the key."""
     if not path.is_file():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.claims.build import Evidence, history_curves
+from common.claims.build import Evidence, history_curves, on_common_seeds
 from common.claims.rules import above_chance, gap_changes, paired_differences
 
 
@@ -91,8 +91,7 @@ def flops_saving(results: dict, baseline: str) -> Evidence:
 def loss_gap(results: dict, worse: str, better: str) -> Evidence:
     """Final validation loss, `worse` - `better`, per seed, with the gap's late movement."""
     train = results["train_compare"]
-    seeds = [seed for seed in train["models"][worse]["seeds"] if seed in train["models"][better]["seeds"]]
-    a, b = ({"seeds": {seed: train["models"][name]["seeds"][seed] for seed in seeds}} for name in (worse, better))
+    a, b = on_common_seeds(train["models"][worse], train["models"][better])
     rates, failure = _learning_rates(results, worse, better)
     return Evidence(arms={worse: seed_values(a, "final_val_loss"), better: seed_values(b, "final_val_loss")},
                     difference=paired_differences(seed_values(a, "final_val_loss"), seed_values(b, "final_val_loss")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from common.claims.build import Evidence, history_curves
+from common.claims.build import Evidence, history_curves, on_common_seeds
 from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
 
 TOP5 = 5
@@ -43,13 +43,6 @@ def _paired_stages(*stages: dict) -> None:
         raise ValueError("results from stages of different steps or seeds are paired: rerun `dvc repro` for them")
 
 
-def _on_common_seeds(*models: dict) -> list[dict]:
-    """Each model with only the seeds all of them trained, in seed order: a model with `extra_seeds`
-    pairs with another on the seeds both have."""
-    common = sorted(set.intersection(*(set(model["seeds"]) for model in models)), key=int)
-    return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
-
-
 def _learned(*arms: tuple[list[float], dict]) -> bool:
     """Each arm's validation losses (per seed) measurably below its stage's unigram loss (chance)."""
     return all(above_chance(values, stage["chance_loss"], higher_is_better=False) for values, stage in arms)
@@ -63,7 +56,7 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
     if model_a is None or model_b is None:
         return Evidence(missing=f"{a if model_a is None else b} was not trained (a `-S` run with fewer models)")
     _paired_stages(stage_a, stage_b)
-    model_a, model_b = _on_common_seeds(model_a, model_b)
+    model_a, model_b = on_common_seeds(model_a, model_b)
     va, vb = seed_values(model_a), seed_values(model_b)
     curves_a, curves_b = history_curves(model_a), history_curves(model_b)
     if relative:  # the gap as a share of b's loss, its curve read the same way
@@ -88,7 +81,7 @@ def one_step_parity(results: dict) -> Evidence:
     evidence = loss_gap(results, "one_step:mixer_flat", "one_step:llama_h4")
     _paired_stages(results["one_step"], results["clm"])
     clm = results["clm"]["models"]
-    causal = paired_differences(*(seed_values(model) for model in _on_common_seeds(clm["mixer_flat"], clm["llama_h4"])))
+    causal = paired_differences(*(seed_values(model) for model in on_common_seeds(clm["mixer_flat"], clm["llama_h4"])))
     evidence.facts.update(prefix=results["one_step"]["prefix"], last=results["clm"]["sizes"]["n_ctx"] - 1,
                           causal=_shown(causal))
     return evidence
@@ -138,7 +131,7 @@ def loss_spikes(results: dict, model: str) -> Evidence:
     if model not in norms["models"]:
         return Evidence(missing=f"the norms stage trained no {model}")
     _paired_stages(norms, clm)
-    bare, normed = _on_common_seeds(norms["models"][model], clm["models"][model])  # clm may hold extra seeds
+    bare, normed = on_common_seeds(norms["models"][model], clm["models"][model])  # clm may hold extra seeds
     without = [rebound(run) for run in bare["seeds"].values()]
     with_ = [rebound(run) for run in normed["seeds"].values()]
     history = next(iter(bare["seeds"].values()))["history"]
