@@ -235,7 +235,7 @@ class InfoNCEConfig:
     curve_points: int = bounded(16, ge=1)  # the training loss is reported as means over this many windows
     # InfoNCE runs beyond the stage's `seeds`, where its claim declares more (claims.yaml): each tunes
     # the clm stage's model of that seed (clm's extra_seeds must have trained it).
-    extra_seeds: list[int] = field(default_factory=list)
+    extra_seeds: list[int] = seeds_field()
 
 
 def infonce_loss(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
@@ -324,8 +324,6 @@ class RetrievalConfig:
             raise ConfigError("sources: name at least one embedding source")
         check_distinct(self.seeds, "seeds")
         check_distinct(self.infonce.extra_seeds, "infonce.extra_seeds", at_least=0)
-        if min(self.infonce.extra_seeds, default=0) < 0:
-            raise ConfigError(f"infonce.extra_seeds: seeds are non-negative integers; got {self.infonce.extra_seeds}")
         if self.infonce_source not in self.sources:
             raise ConfigError(f"infonce_source: {self.infonce_source!r} is not a source; "
                               f"have {', '.join(self.sources)}")
