@@ -255,10 +255,9 @@ def test_a_run_at_a_corner_does_not_depend_on_the_projectors_so_every_budget_sha
 
     general, components, V = _general_text(tmp_path)
     runner = _runner(components, V, tmp_path / "runs", train_steps=2)
-    runner.pretrain_projectors(general, 4, snapshots=[0])
+    final, _ = runner.pretrain_projectors(general, 4, snapshots=[0])
     cfg = SpecialistsConfig()
-    starts = [with_own_embeddings(runner, runner.projector_snapshot(0)),
-              with_own_embeddings(runner, runner.pretrain_projectors(general, 4, snapshots=[0])[0])]
+    starts = [with_own_embeddings(runner, state) for state in (runner.projector_snapshot(0), final)]
     for name, alphas in (("gpt", [[1.0, 0.0]]), ("mamba", [[0.0, 1.0]]), ("half", [[0.5, 0.5]])):
         losses = [val_loss(runner.fixed_run(f"{name}{i}", torch.tensor(alphas), start, general).history)
                   for i, start in enumerate(starts)]
