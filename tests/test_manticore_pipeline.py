@@ -83,6 +83,12 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     assert [s["alphas"][0][1] for s in figure3["sweep"]] == [0.0, 0.5, 1.0]
     assert set(figure3["searched"]) == {"darts_simultaneous", "gaea_simultaneous"} and "ensemble" in figure3
     assert table1["summary"]["tasks"] == 2 and table1["summary"]["figure3_tasks"] == 1
+    searched = figure3["searched"]["darts_simultaneous"]  # Table 1's method and update rule
+    assert table1["tasks"]["stories_instructions"]["manticore"] == searched["val_loss"]
+    assert table1["tasks"]["stories_instructions"]["alphas"] == searched["alphas"]
+    runs = repo / "data/manticore/finetune_runs"
+    assert (runs / "stories/search").is_dir() and not (runs / "stories_instructions/search").exists(), \
+        "a landscape task's Table 1 search is the landscape's, not trained twice"
     state = json.loads((repo / "data/manticore/finetune_runs/stories_instructions/sweep_0/run_state.json").read_text())
     assert state["global_step"] == 2, "the task's own steps"
     components = json.loads((repo / RESULTS / "components.json").read_text())

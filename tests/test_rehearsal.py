@@ -389,3 +389,19 @@ def test_standins_refuse_a_bad_seed_or_an_output_under_a_file(args, expected, tm
         main(argv)
     assert stop.value.code == 2 and expected in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_rehearsal_searches_with_every_method_and_runs_every_update_rule_somewhere():
+    """Searches run with the first update rule only; every method the paper searches with still
+    runs, and each update rule the paper uses still runs in some stage of the pipeline."""
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+
+    def used(sections: dict, key: str) -> set[str]:
+        return {v for section in sections.values() for path, leaf in _walk(section)
+                if path[-1] == key for v in ([leaf] if isinstance(leaf, str) else leaf)}
+
+    paper, cut = _paper_sections(params), _paper_sections(rehearsal_params(params))
+    assert len(paper["specialists"]["pairs"]["specialists"]["updates"]) == 2
+    assert cut["specialists"]["pairs"]["specialists"]["updates"] == ["alternating"]
+    assert used(cut, "methods") == used(paper, "methods") == {"darts", "dash", "gaea"}
+    assert used(cut, "updates") | used(cut, "update") == {"alternating", "simultaneous"}

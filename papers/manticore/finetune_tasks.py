@@ -16,7 +16,8 @@ Figure 3).
 
 A task with `landscape` also gets the paper's Figure 3 and Table 8 (`landscape.py`, from the same
 pretrained projectors): the fixed-alpha sweep, each search method and update rule searched,
-rewound and retrained, and the learned ensemble. At `paper` these are Figure 3's sets, Spanish,
+rewound and retrained, and the learned ensemble; its Table 1 search is the landscape's with the
+same method and update rule, run once. At `paper` these are Figure 3's sets, Spanish,
 Chinese and Vietnamese MLQA each with half its documents from Alpaca (`mix_with`), Arabic XQuAD
 and Japanese OpenOrca, each for one pass over its documents as the official code. At `tiny`, Figure 3 is the
 `specialists` stage (components that differ in skill, over seeds), and no task here has one.
@@ -86,7 +87,8 @@ class FineTuneTasksConfig(LandscapeConfig):
     n_train: int = bounded(1500, ge=1)
     n_validation: int = bounded(300, ge=1)
     n_ctx: int = bounded(64, ge=8)
-    method: str = "darts"  # Table 1's search; a task with `landscape` also runs every one of `methods`
+    method: str = "darts"  # Table 1's search; a task with `landscape` also runs every one of `methods`,
+    # and Table 1 reads its own from there when the landscape has it
 
     def check(self) -> None:
         super().check()
@@ -207,18 +209,25 @@ def main(argv: list[str] | None = None) -> None:
 
             row[component_name] = val_loss(task_runner.fit(f"{name}/{component_name}", alone, data,
                                                            tcfg.train_steps).history)
-        # Freed before the next runs (`search_alphas`): with Figure 3's search and retraining after
-        # it, three hybrids with their AdamW state overran the `paper` rehearsal's 24 GB.
-        alphas, history = search_alphas(task_runner, tcfg, cfg.method, cfg.search.update, start, data,
-                                        f"{name}/search")
-        row["manticore"] = task_runner.retrain(f"{name}/retrain", alphas, start, data)
-        row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(history)})
+        figure3 = landscape(task_runner, tcfg, start, data, prefix=f"{name}/") if task.landscape else None
+        # Table 1's search is the same run as the landscape's search with its method and update
+        # rule, where the landscape has one: read from it, not trained twice.
+        if figure3 is not None and (same := figure3["searched"].get(f"{cfg.method}_{cfg.search.update}")):
+            row.update({"manticore": same["val_loss"], "alphas": same["alphas"],
+                        "search_val_loss": same["search_val_loss"]})
+        else:
+            # Freed before the next runs (`search_alphas`): with Figure 3's search and retraining after
+            # it, three hybrids with their AdamW state overran the `paper` rehearsal's 24 GB.
+            alphas, history = search_alphas(task_runner, tcfg, cfg.method, cfg.search.update, start, data,
+                                            f"{name}/search")
+            row["manticore"] = task_runner.retrain(f"{name}/retrain", alphas, start, data)
+            row.update({"alphas": alphas.tolist(), "search_val_loss": val_loss(history)})
         best_component = min(row[c] for c in cfg.components)
         row["manticore_beats_both"] = row["manticore"] < best_component
         row["manticore_between"] = best_component <= row["manticore"] <= max(row[c] for c in cfg.components)
-        if task.landscape:
-            row["landscape"] = landscape(task_runner, tcfg, start, data, prefix=f"{name}/")
-            row["landscape"]["summary"].update(figure3_claims(row, row["landscape"], cfg.components))
+        if figure3 is not None:
+            figure3["summary"].update(figure3_claims(row, figure3, cfg.components))
+            row["landscape"] = figure3
         rows[name] = row
         log.info("%s: %s", name, {k: v for k, v in row.items() if k != "landscape"})
 

@@ -169,7 +169,9 @@ def mc_finetune_tasks() -> list[Work]:
                      for name, task in cfg.tasks.items())
     components = hub_components(tuple(cfg.components))
     for (landscape, search_steps, train_steps), tasks in groups.items():
-        searches = 1 + (len(cfg.methods) * len(cfg.updates) if landscape else 0)
+        # Table 1's search is one of the landscape's when the landscape has its method and update rule.
+        shared = cfg.method in cfg.methods and cfg.search.update in cfg.updates
+        searches = len(cfg.methods) * len(cfg.updates) + (not shared) if landscape else 1
         works += [*(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, train_steps, tasks)
                     for m, name in enumerate(cfg.components)),
                   phase("search and retraining", search_steps + train_steps, tasks * searches)]
