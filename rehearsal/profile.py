@@ -88,7 +88,9 @@ def _cut(key: str, value: Any, batch_rows: int | None, precision: str | None, ro
         if key in ENDS_AND_MIDDLE_KEYS:
             return sorted({value[0], value[len(value) // 2], value[-1]})
         if key == "budgets":  # steps of sizing runs or of projector pretraining: none (if listed), and some
-            return [0, STEPS] if 0 in value else [STEPS]
+            # A sizing budget one step past the tables' (STEPS): a budget equal to the tables' is their
+            # own run, which mad_sizing refuses to train again and lra_sizing reads from the tables.
+            return [0, STEPS] if 0 in value else [STEPS + 1]
         if key in STEP_KEYS:
             return [min(v, STEPS) for v in value[:1]]
         if key in FIRST_KEYS:
@@ -132,18 +134,17 @@ def _cut_mad_examples(block: dict[str, Any], rows: int, eval_rows: int) -> dict[
 
 def _cut_landscapes(block: dict[str, Any]) -> dict[str, Any]:
     """A section whose `tasks` run the whole landscape (`landscape: true`, Manticore's finetune_tasks)
-    keeps it on the first task of each kind only (mixed with another source or not): every task
-    still runs (its data loader, components alone, search and retraining), and each path of the
-    landscape runs once, not once per data set."""
+    keeps it on the first such task only: every task still runs (its data loader, mixed with
+    another source or not, components alone, search and retraining), and the landscape, which
+    reads nothing of its task but the tokenized data, runs each of its paths once."""
     tasks = block.get("tasks")
     if not isinstance(tasks, dict):
         return block
-    kept, cut = set(), {}
+    cut, kept = {}, False
     for name, task in tasks.items():
         if isinstance(task, dict) and task.get("landscape"):
-            kind = task.get("mix_with") is not None
-            cut[name] = task if kind not in kept else {**task, "landscape": False}
-            kept.add(kind)
+            cut[name] = task if not kept else {**task, "landscape": False}
+            kept = True
         else:
             cut[name] = task
     return {**block, "tasks": cut}
