@@ -22,6 +22,8 @@ would overwrite one another, so runs in workers draw none.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import multiprocessing
 import os
@@ -61,14 +63,14 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
     order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i])) if cost else list(range(len(jobs)))
     workers = max(1, min(len(jobs), workers or default_workers()))
     if workers == 1:
-        done = [_one_thread(fn, jobs[i]) for i in order]
+        done = [_one_thread(functools.partial(_timed, fn), jobs[i]) for i in order]
     else:
         log.info("%d jobs on %d worker processes, one torch thread each", len(jobs), workers)
         context = multiprocessing.get_context("spawn")
         queue = context.Queue()
         with JobProgress(queue, len(jobs)) as progress, \
                 ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(queue,)) as pool:
-            futures = [pool.submit(fn, **jobs[i]) for i in order]
+            futures = [pool.submit(_timed, fn, **jobs[i]) for i in order]
             for future in futures:
                 future.add_done_callback(progress.job_done)
             try:
@@ -82,10 +84,22 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[dict[str, Any]], workers: int 
                 for process in processes:
                     process.terminate()
                 raise
+    log.info(JOB_SECONDS, workers, json.dumps([round(seconds, 1) for seconds, _ in done]))
     results: list[T] = [None] * len(jobs)  # type: ignore[list-item]
-    for i, result in zip(order, done):
+    for i, (_, result) in zip(order, done):
         results[i] = result
     return results
+
+
+# Read back from a stage's output by `common.stage_times`, which estimates the stage's time on more
+# cores from it: each job's seconds, in the order the jobs were handed to the workers.
+JOB_SECONDS = "each job's seconds in the order started, %d worker(s): %s"
+
+
+def _timed(fn: Callable[..., T], /, **job: Any) -> tuple[float, T]:
+    start = time.perf_counter()
+    result = fn(**job)
+    return time.perf_counter() - start, result
 
 
 def _one_thread(fn: Callable[..., T], job: dict[str, Any]) -> T:

@@ -11,11 +11,15 @@ waits for. A stage whose outputs are up to date is kept by DVC, as in a fresh cl
 whose outputs are committed results (the pages list it as kept). The record, `timings/<pipeline>.json`,
 is kept in git as results are, and names the commit, date, profile and machine (CPU model, cores,
 AVX-512, torch's kernel level). No verdict reads it: wall time ranks machine load.
+
+A stage's independent runs (`common.parallel.run_jobs`) log each run's seconds; the record keeps
+them, and the tables estimate the stage's time with more cores from them (`on_cores`).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 import re
@@ -27,6 +31,7 @@ from pathlib import Path
 from common.errors import ArgumentParser, DataError, exit_on_user_error
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json, write_json
+from common.parallel import JOB_SECONDS
 
 log = logging.getLogger("stage_times")
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +45,14 @@ BEGIN, END = "<!-- stage-times -->", "<!-- /stage-times -->"
 SUMMARY_PAGE, SUMMARY_BEGIN, SUMMARY_END = "docs/pipelines.md", "<!-- pipeline-times -->", "<!-- /pipeline-times -->"
 RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)':")
 KEPT = re.compile(r"^Stage '(?P<stage>[^']+)' didn't change, skipping")
+JOBS = re.compile(re.escape(JOB_SECONDS).replace("%d", r"(?P<workers>\d+)").replace("%s", r"(?P<seconds>\[.*\])"))
+CORES = (1, 4, 8, 16)  # the estimates the tables show, beside the record's own core count
 
 
 def stage_times(lines: list[tuple[float, str]], finished: float) -> list[dict]:
     """Per stage, in the order DVC took them: seconds from its "Running stage" line to the next
-    stage's line or to `finished`; kept stages with no time. `lines` are (monotonic time, text)."""
+    stage's line or to `finished`, and its independent runs' seconds (`jobs`: one entry per call of
+    `run_jobs`); kept stages with no time. `lines` are (monotonic time, text)."""
     stages, running = [], None
     for stamp, text in lines:
         ran, kept = RUNNING.match(text), KEPT.match(text)
@@ -52,10 +60,12 @@ def stage_times(lines: list[tuple[float, str]], finished: float) -> list[dict]:
             running["seconds"] = stamp - running.pop("_start")
             running = None
         if ran:
-            running = {"stage": ran["stage"], "ran": True, "_start": stamp}
+            running = {"stage": ran["stage"], "ran": True, "_start": stamp, "jobs": []}
             stages.append(running)
         elif kept:
             stages.append({"stage": kept["stage"], "ran": False, "seconds": None})
+        elif running is not None and (jobs := JOBS.search(text)):
+            running["jobs"].append({"workers": int(jobs["workers"]), "seconds": json.loads(jobs["seconds"])})
     if running is not None:
         running["seconds"] = finished - running.pop("_start")
     return stages
@@ -108,6 +118,32 @@ def run(pipeline: str, out: Path) -> int:
     return 0
 
 
+def makespan(seconds: list[float], workers: int) -> float:
+    """When the last of these jobs ends, handed out in this order to `workers` processes that each
+    take the next job when free (as `run_jobs`' pool does)."""
+    free = [0.0] * workers
+    for job in seconds:
+        free[free.index(min(free))] += job
+    return max(free)
+
+
+def on_cores(stage: dict, cores: int) -> float:
+    """An estimate of the stage's time with `cores` workers: each call of `run_jobs` takes the
+    makespan of its jobs on that many workers instead of on the record's, every job as long as it
+    took in the record (a faster or slower core, or runs that slow one another down, change that),
+    and the rest of the stage (start-up, data, scoring in the caller) as long as it did."""
+    return stage["seconds"] + sum(makespan(call["seconds"], cores) - makespan(call["seconds"], call["workers"])
+                                  for call in stage["jobs"])
+
+
+def _estimates(stage: dict) -> str:
+    if "jobs" not in stage:  # recorded before runs logged their seconds
+        return "not recorded"
+    if not stage["jobs"]:
+        return "the same: one process"
+    return ", ".join(f"{cores}: {_duration(on_cores(stage, cores))}" for cores in CORES)
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
@@ -127,16 +163,30 @@ def table(record: dict, declared: list[str]) -> str:
     avx = "with AVX-512" if cpu["avx512"] else "without AVX-512"
     ran = {stage["stage"]: stage for stage in record["stages"] if stage["ran"]}
     rows = [f"| `{name.split(':')[-1]}`{' (root)' if ':' not in name and record['pipeline'] != 'root' else ''} | "
-            f"{_duration(stage['seconds'])} |" for name, stage in ran.items()]
-    rows += [f"| `{name.split(':')[-1]}` | kept: its committed outputs were up to date |"
+            f"{_duration(stage['seconds'])} | {_estimates(stage)} |" for name, stage in ran.items()]
+    rows += [f"| `{name.split(':')[-1]}` | kept: its committed outputs were up to date | |"
              for name in declared if name not in ran]
     return (f"_Generated by `python -m common.stage_times render` from `timings/{record['pipeline']}.json`, "
             f"measured by `python -m common.stage_times run {record['pipeline']}` ({record['command']}) at "
             f"`{record['profile']}` on {record['date']}, commit {record['commit']}"
             f"{'' if record['tree_clean'] else ' with local changes'}: {cpu['cores']} cores of an {cpu['cpu']} "
             f"{avx} (torch kernels: {cpu['torch_cpu_capability']}). A stage's time includes its start-up and "
-            f"DVC's hashing._\n\n| stage | time |\n| --- | --- |\n" + "\n".join(rows) +
-            f"\n| the pipeline | {_duration(record['total_seconds'])} |\n")
+            f"DVC's hashing. {ESTIMATE_NOTE}_\n\n"
+            f"| stage | time | with N cores (estimate) |\n| --- | --- | --- |\n" + "\n".join(rows) +
+            f"\n| the pipeline | {_duration(record['total_seconds'])} | {_pipeline_estimates(record)} |\n")
+
+
+ESTIMATE_NOTE = ("With N cores, an estimate: each of the stage's independent runs takes as long as it took here, "
+                 "and they run N at a time, each worker taking the next run when free; the rest of the stage "
+                 "takes as long as here.")
+
+
+def _pipeline_estimates(record: dict) -> str:
+    ran = [stage for stage in record["stages"] if stage["ran"]]
+    if any("jobs" not in stage for stage in ran):
+        return "not recorded"
+    return ", ".join(f"{cores}: {_duration(record['total_seconds'] + sum(on_cores(s, cores) - s['seconds'] for s in ran))}"
+                     for cores in CORES)
 
 
 def summary(records: dict[str, dict]) -> str:
@@ -148,15 +198,16 @@ def summary(records: dict[str, dict]) -> str:
         rows.append(f"| {pipeline} | {_duration(record['total_seconds'])} | "
                     + ", ".join(f"`{s['stage'].split(':')[-1]}` {_duration(s['seconds'])}" for s in longest) +
                     f" | {cpu['cores']} cores, {'' if cpu['avx512'] else 'no '}AVX-512 | "
-                    f"{record['date']}, {record['commit']} |")
+                    f"{record['date']}, {record['commit']} | {_pipeline_estimates(record)} |")
     if set(records) == set(PIPELINES):  # `make repro` runs them all; the root's data stages count once a paper
         total = sum(record["total_seconds"] for record in records.values())
-        rows.append(f"| all (`make repro`, at most) | {total / 3600:.1f} h | | | |")
+        rows.append(f"| all (`make repro`, at most) | {total / 3600:.1f} h | | | | |")
     return ("_Generated by `python -m common.stage_times render` from `timings/*.json`; each pipeline measured by "
             "`python -m common.stage_times run <pipeline>` at `tiny`. A paper's run includes the root data stages it "
-            "reads, and a stage whose committed outputs are up to date is kept, as in a fresh clone._\n\n"
-            "| pipeline | time | longest stages | machine | measured |\n| --- | --- | --- | --- | --- |\n"
-            + "\n".join(rows) + "\n")
+            f"reads, and a stage whose committed outputs are up to date is kept, as in a fresh clone. {ESTIMATE_NOTE} "
+            "Each paper's scale-and-time page gives it per stage._\n\n"
+            "| pipeline | time | longest stages | machine | measured | with N cores (estimate) |\n"
+            "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n")
 
 
 def write_between(page: Path, begin: str, end: str, body: str) -> None:

@@ -57,6 +57,27 @@ def test_the_costliest_jobs_start_first_and_results_keep_job_order(tmp_path):
     assert (tmp_path / "started").read_text().split() == ["b", "d", "c", "a"]  # ties keep job order
 
 
+def sleep_for(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_jobs_seconds_are_logged_in_the_order_started(workers, caplog):
+    """What `common.stage_times` reads back to estimate a stage's time on more cores."""
+    import json
+
+    from common.stage_times import JOBS
+
+    with caplog.at_level(logging.INFO, logger="common.parallel"):
+        run_jobs(sleep_for, [{"seconds": s} for s in (0.2, 1.0, 0.5)], workers=workers, cost=lambda job: job["seconds"])
+    [call] = [found for record in caplog.records if (found := JOBS.search(record.getMessage()))]
+    assert int(call["workers"]) == workers
+    assert json.loads(call["seconds"]) == pytest.approx([1.0, 0.5, 0.2], abs=0.1)
+
+
 def fail_first(index: int, marks: str) -> int:
     """Job 0 fails at once; the others leave a mark and take a while (module level, for the workers)."""
     import time

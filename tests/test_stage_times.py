@@ -9,12 +9,38 @@ def test_each_stage_runs_from_its_line_to_the_next_stage():
              (12.5, "Updating lock file 'dvc.lock'"),
              (13.0, "Stage 'train_tokenizer' didn't change, skipping"),
              (14.0, "Running stage 'papers/blackmamba/dvc.yaml:train_compare':"), (90.0, "log line"),
+             (95.0, "2026-11-30 09:00:00,000 common.parallel: each job's seconds in the order started, 2 worker(s): "
+                    "[40.0, 30.5, 2.0]"),
              (100.0, "Running stage 'papers/blackmamba/dvc.yaml:report':")]
     stages = stage_times.stage_times(lines, finished=104.5)
-    assert stages == [{"stage": "generate_stories", "ran": True, "seconds": 3.0},
+    assert stages == [{"stage": "generate_stories", "ran": True, "seconds": 3.0, "jobs": []},
                       {"stage": "train_tokenizer", "ran": False, "seconds": None},
-                      {"stage": "papers/blackmamba/dvc.yaml:train_compare", "ran": True, "seconds": 86.0},
-                      {"stage": "papers/blackmamba/dvc.yaml:report", "ran": True, "seconds": 4.5}]
+                      {"stage": "papers/blackmamba/dvc.yaml:train_compare", "ran": True, "seconds": 86.0,
+                       "jobs": [{"workers": 2, "seconds": [40.0, 30.5, 2.0]}]},
+                      {"stage": "papers/blackmamba/dvc.yaml:report", "ran": True, "seconds": 4.5, "jobs": []}]
+
+
+def test_the_log_line_of_run_jobs_is_the_one_read_back():
+    from common.parallel import JOB_SECONDS
+
+    found = stage_times.JOBS.search(JOB_SECONDS % (3, "[1.5, 2.0]"))
+    assert found and found["workers"] == "3" and found["seconds"] == "[1.5, 2.0]"
+
+
+def test_makespan_hands_each_free_worker_the_next_job():
+    # Worked by hand: 3 and 3 start; 2 each when they end at 3; the last 2 at 5, on either.
+    assert stage_times.makespan([3, 3, 2, 2, 2], 2) == 7
+    assert stage_times.makespan([3, 3, 2, 2, 2], 1) == 12
+    assert stage_times.makespan([3, 3, 2, 2, 2], 16) == 3
+    assert stage_times.makespan([1, 5, 1, 1], 2) == 5  # in the order given: 1 then 1 then 1 beside the 5
+
+
+def test_more_cores_shorten_only_the_independent_runs():
+    # 100 s, of which two calls' runs took 12 and 5 s of makespan on 2 workers: 83 s is the rest.
+    stage = {"seconds": 100.0, "jobs": [{"workers": 2, "seconds": [3, 3, 2, 2, 2]}, {"workers": 2, "seconds": [5]}]}
+    assert stage_times.on_cores(stage, 2) == 100.0
+    assert stage_times.on_cores(stage, 1) == 100.0 - 7 + 12
+    assert stage_times.on_cores(stage, 16) == 100.0 - 7 + 3
 
 
 def test_the_table_names_the_machine_and_marks_kept_stages():
@@ -27,9 +53,16 @@ def test_the_table_names_the_machine_and_marks_kept_stages():
     declared = ["papers/blackmamba/dvc.yaml:table1", "papers/blackmamba/dvc.yaml:train_compare"]
     text = stage_times.table(record, declared)
     assert "2 cores of an AMD EPYC without AVX-512" in text and "commit abc1234:" in text
-    assert "| `tokenize` (root) | 26 s |" in text
-    assert "| `table1` | kept: its committed outputs were up to date |" in text
-    assert "| `train_compare` | 50.0 min |" in text and "| the pipeline | 62.0 min |" in text
+    assert "| `tokenize` (root) | 26 s | not recorded |" in text  # a record from before runs logged their times
+    assert "| `table1` | kept: its committed outputs were up to date | |" in text
+    assert "| `train_compare` | 50.0 min | not recorded |" in text
+    assert "| the pipeline | 62.0 min | not recorded |" in text
+    record["stages"][0]["jobs"] = []
+    record["stages"][1]["jobs"] = [{"workers": 2, "seconds": [1200.0] * 4}]  # 40 min of the 50 on 2 cores
+    text = stage_times.table(record, declared)
+    assert "| `tokenize` (root) | 26 s | the same: one process |" in text
+    assert "| `train_compare` | 50.0 min | 1: 90.0 min, 4: 30.0 min, 8: 30.0 min, 16: 30.0 min |" in text
+    assert "| the pipeline | 62.0 min | 1: 102.0 min, 4: 42.0 min, 8: 42.0 min, 16: 42.0 min |" in text
     assert stage_times.pipeline_stages("blackmamba")[0].startswith("papers/blackmamba/dvc.yaml:")
 
 
@@ -53,12 +86,12 @@ def test_the_summary_gives_each_pipeline_its_time_and_longest_stages():
                          {"stage": "papers/blackmamba/dvc.yaml:report", "ran": True, "seconds": 65.0}]}
     row = stage_times.summary({"blackmamba": record}).splitlines()[-1]
     assert row == ("| blackmamba | 10.0 min | `train_compare` 8.3 min, `report` 1.1 min, `tokenize` 30 s | "
-                   "2 cores, AVX-512 | 2026-11-29, abc1234 |")
+                   "2 cores, AVX-512 | 2026-11-29, abc1234 | not recorded |")
     # With every pipeline recorded, their sum: what `make repro` takes at most (each paper's run
     # counts the root data stages it reads once more).
     every = {pipeline: {**record, "pipeline": pipeline} for pipeline in stage_times.PIPELINES}
     assert stage_times.summary(every).splitlines()[-1] == f"| all (`make repro`, at most) | " \
-        f"{600 * len(every) / 3600:.1f} h | | | |"
+        f"{600 * len(every) / 3600:.1f} h | | | | |"
 
 
 def test_the_pages_show_the_committed_records():
