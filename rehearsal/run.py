@@ -15,7 +15,9 @@ What it does, in order:
 3. Writes the Hub stand-ins (`rehearsal.standins`), unless those written by the same code are there.
 4. Runs each stage of each chosen pipeline with `dvc repro --single-item --force` (never restored
    from DVC's run cache, which would time nothing), in the order of its
-   `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins. With `--without-dvc` (a machine
+   `dvc.yaml`, with `HYBRID_STANDINS` pointing at the stand-ins, no DVC cache of the outputs
+   (`--no-commit`) and no weights kept for finished runs (`HYBRID_KEEP_RUN_WEIGHTS=0`): nothing
+   reruns in the copy, and both filled the disk at the paper's shapes. With `--without-dvc` (a machine
    without DVC, such as a GPU machine that reaches no package index) it runs the stage's `cmd`
    itself in the stage's `wdir`, and fails the stage when a declared output is missing, as DVC
    would. The root pipeline always runs
@@ -53,6 +55,7 @@ from common.checkout import copy_source, init_repository
 from common.errors import ArgumentParser, exit_on_user_error
 from common.io import load_json
 from common.stages import file_in_the_way
+from common.training.trainer import KEEP_RUN_WEIGHTS
 from rehearsal import readiness, standins
 from rehearsal.profile import rehearsal_params
 
@@ -163,7 +166,9 @@ def run_stage(work: Path, target: str, env: dict[str, str], logs: Path, without_
         argv = ["/bin/sh", "-c", cmd]
     else:
         # --force: without it DVC skips a stage whose run its cache has seen, and the record would time nothing.
-        argv, cwd, outputs = [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", target], work, []
+        # --no-commit: the throwaway copy needs no cache of its outputs (22 GB of copies of Manticore's runs).
+        argv = [sys.executable, "-m", "dvc", "repro", "--single-item", "--force", "--no-commit", target]
+        cwd, outputs = work, []
     start = time.perf_counter()
     with logfile.open("w") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     # The Arrow copies `datasets` makes of the stand-ins go inside the throwaway copy: in the user's
     # ~/.cache they outlived the copy and were never reused (5.9 GB had gathered there by 2026-11-27).
     env = {**os.environ, "HYBRID_STANDINS": str(args.standins.resolve()), "PYTHONHASHSEED": "0",
-           "HF_DATASETS_CACHE": str((args.work / "hf_datasets_cache").resolve()),
+           "HF_DATASETS_CACHE": str((args.work / "hf_datasets_cache").resolve()), KEEP_RUN_WEIGHTS: "0",
            "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
     # The stages pick CUDA whenever it is there (`accelerator: auto`): a record says which it was.

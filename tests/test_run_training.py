@@ -199,6 +199,19 @@ def test_a_finished_run_is_loaded_not_trained_again(tmp_path, caplog):
     assert _same_weights(again, _run(TASK, tmp_path / "fresh"))
 
 
+def test_without_kept_weights_a_finished_run_trains_again(tmp_path, monkeypatch):
+    """The rehearsal's setting: no weights on disk, and a rerun trains the run afresh to the same weights."""
+    from common.training.trainer import KEEP_RUN_WEIGHTS, RUN_WEIGHTS
+
+    monkeypatch.setenv(KEEP_RUN_WEIGHTS, "0")
+    first = _run(TASK, tmp_path)
+    assert json.loads((tmp_path / "run_state.json").read_text())["complete"]
+    assert not (tmp_path / RUN_WEIGHTS).exists()
+    again = _run(TASK, tmp_path)
+    assert not again.reused and again.trainer.global_step == TRAINER.max_steps
+    assert _same_weights(again, first)
+
+
 def test_a_loaded_run_scores_as_the_run_it_loads(tmp_path):
     """Callers score the module on the data module's loaders after `run_training`: a loaded run's
     data module is set up as a fitted one's, so its scores are the trained run's."""

@@ -254,6 +254,10 @@ def runnable_accelerators() -> list[str]:
 
 RUN_STATE = "run_state.json"
 RUN_WEIGHTS = "weights.pt"  # a complete run's trained module, so that a rerun need not train it again
+# Set to 0, complete runs keep no weights (a rerun trains them again): the rehearsal's throwaway copy
+# never reruns a run, and at the paper's shapes its runs' weights (up to 1.9 GB each, tens a stage)
+# overran the disk.
+KEEP_RUN_WEIGHTS = "HYBRID_KEEP_RUN_WEIGHTS"
 
 
 @dataclass
@@ -440,9 +444,11 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
     # Every rank takes part in gathering a sharded module's state; only rank zero writes it.
     weights = module.state_dict()
     if trainer.is_global_zero:
-        torch.save(weights, run_dir / RUN_WEIGHTS)
+        keep = os.environ.get(KEEP_RUN_WEIGHTS, "1") != "0"
+        if keep:
+            torch.save(weights, run_dir / RUN_WEIGHTS)
         write_json(state_path, {"key": run_key, "complete": True, "global_step": trainer.global_step,
-                                "weights_sha256": _sha256(run_dir / RUN_WEIGHTS)})
+                                "weights_sha256": _sha256(run_dir / RUN_WEIGHTS) if keep else None})
         # Checkpoints exist to resume a cut run, and a complete one never resumes (a rerun trains
         # afresh). Kept, they fill the disk: at `paper` each holds the optimizer states, 3 GB per
         # Manticore run and tens of runs per stage.
