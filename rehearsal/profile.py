@@ -12,7 +12,7 @@ counts of MAD tasks (set in code, reached through `task_overrides`) and retrieva
 hours per step on 2 CPU cores (Manticore's LRA runs, 32 x 2048-4096 tokens, most), and a batch of 2 still has a
 batch dimension that a squeeze or a reshape could get wrong. `precision` replaces every trainer's
 precision (the paper's `bf16-mixed` is a GPU setting). A section whose tasks each run a whole
-landscape runs it on one task of each kind (`_cut_landscapes`).
+landscape runs it on its first such task only (`_cut_landscapes`).
 """
 
 from __future__ import annotations
