@@ -185,8 +185,10 @@ def _pipeline_estimates(record: dict) -> str:
     ran = [stage for stage in record["stages"] if stage["ran"]]
     if any("jobs" not in stage for stage in ran):
         return "not recorded"
-    return ", ".join(f"{cores}: {_duration(record['total_seconds'] + sum(on_cores(s, cores) - s['seconds'] for s in ran))}"
-                     for cores in CORES)
+    def total(cores: int) -> float:
+        return record["total_seconds"] + sum(on_cores(stage, cores) - stage["seconds"] for stage in ran)
+
+    return ", ".join(f"{cores}: {_duration(total(cores))}" for cores in CORES)
 
 
 def summary(records: dict[str, dict]) -> str:
