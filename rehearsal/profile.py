@@ -63,12 +63,11 @@ TOKENS = 65536
 TOKEN_KEYS = {"train_tokens", "validation_tokens"}
 # Sweeps: the points that exercise every code path (both ends and one inside, or the first point).
 ENDS_AND_MIDDLE_KEYS = {"sweep_points"}
-FIRST_KEYS = {"seeds", "token_counts", "contexts", "depths"}
-# A search's update rules: the first. A stage searches with every method under every rule, and each
-# rule is one code path whatever the method: every method still runs, and each rule runs in some
+# `updates`, a search's update rules: a stage searches with every method under every rule, and each
+# rule is one code path whatever the method. Every method still runs, and each rule runs in some
 # stage (Manticore: alternating in specialists and nl_experiments, simultaneous in finetune_tasks
 # and the MAD and LRA stages). It took 12 of specialists' 19 runs to 6.
-FIRST_KEYS |= {"updates"}
+FIRST_KEYS = {"seeds", "token_counts", "contexts", "depths", "updates"}
 FIRST_TWO_KEYS = {"lengths"}
 LAST_KEYS = {"untrained_sizes"}  # the last is the paper's own size
 

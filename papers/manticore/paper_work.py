@@ -171,7 +171,7 @@ def mc_finetune_tasks() -> list[Work]:
     for (landscape, search_steps, train_steps), tasks in groups.items():
         # Table 1's search is one of the landscape's when the landscape has its method and update rule.
         shared = cfg.method in cfg.methods and cfg.search.update in cfg.updates
-        searches = len(cfg.methods) * len(cfg.updates) + (not shared) if landscape else 1
+        searches = len(cfg.methods) * len(cfg.updates) + (0 if shared else 1) if landscape else 1
         works += [*(_alone(cfg.components, m, f"{name} alone", cfg.n_ctx, cfg.batch_size, train_steps, tasks)
                     for m, name in enumerate(cfg.components)),
                   phase("search and retraining", search_steps + train_steps, tasks * searches)]
