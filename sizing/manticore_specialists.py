@@ -1,13 +1,17 @@
 """Sizing runs for Manticore's `specialists` stage (one seed, 0 unless `--seed`; the `tiny` profile's
 settings), the source of the sizing tables in `docs/manticore/specialists.md`:
 
-    python -m sizing.manticore_specialists budgets --out /tmp/budgets.json     # about 11 min on 2 cores
-    python -m sizing.manticore_specialists same-text --out /tmp/same_text.json  # 10-20 min on 2 cores
+    python -m sizing.manticore_specialists budgets --out sizing/records/budgets_encyclopedia_seed0.json
+    python -m sizing.manticore_specialists same-text --out sizing/records/same_text_encyclopedia_seed0.json
+    python -m sizing.specialists_page   # the page's tables, from every record in sizing/records
 
-The sizing tables of the README's earlier-design section were made with the stage's design before
-2026-11-27: projector text of the two fine-tuning genres, and fine-tuning from the embeddings
-projector pretraining trained; `--projector-text genres --carry-embeddings` runs them so. Without
-these flags the runs follow the stage's `projector_text` and `carry_embeddings` (params.yaml).
+Each takes about 10 minutes on 2 cores (the page's captions give each record's minutes of runs). A
+record holds the design it ran (`projector_text`, `carry_embeddings`), its seed, the machine and the
+commit, and its runs; the page groups the records by design. Its earlier-design section uses the
+stage's design before 2026-11-27: projector text of the two fine-tuning genres, and fine-tuning from
+the embeddings projector pretraining trained; `--projector-text genres --carry-embeddings` runs them
+so. Without these flags the runs follow the stage's `projector_text` and `carry_embeddings`
+(params.yaml). Give each record its own `--run-dir`, so that it resumes no run of another.
 
 `budgets`: the specialist pair's sweep after each projector-pretraining budget (0 to 3,200 steps), the
 same 51,200 projector documents for every budget (one pass at 3,200 steps).
@@ -28,6 +32,7 @@ from common.config import load_yaml, stage_config
 from common.errors import ArgumentParser, exit_on_user_error
 from common.io import write_json
 from common.parallel import run_jobs
+from common.stage_times import git, machine
 from common.stages import file_in_the_way
 from common.training.modules import CausalLMModule
 from papers.manticore.alphas import sweep_grid
@@ -40,11 +45,15 @@ PAIR = "specialists"
 COMPONENTS, STORIES = Path("data/manticore/components"), Path("data/stories")
 
 
+def stage_tiny() -> tuple[dict, SpecialistsConfig]:
+    params = load_yaml(Path("papers/manticore/params.yaml"))
+    return params, stage_config(params, "specialists", SpecialistsConfig, "tiny")
+
+
 def setup(run_dir: Path, design: dict, seed: int, n_projector: int | None = None):
     """The stage's `tiny` config (validations every 100 steps) with `design`'s `projector_text` and
     `carry_embeddings` where not None, the pair's components and one seed's data."""
-    params = load_yaml(Path("papers/manticore/params.yaml"))
-    cfg = stage_config(params, "specialists", SpecialistsConfig, "tiny")
+    params, cfg = stage_tiny()
     pretrained = frozenset(pretraining_documents(stage_config(params, "instruction_text", InstructionTextConfig,
                                                               "tiny"))["train"])
     cfg = replace(cfg, n_projector=n_projector or cfg.n_projector, trainer=replace(cfg.trainer, val_every_n_steps=100),
@@ -117,7 +126,11 @@ def main() -> None:
         jobs = [{"index": i, "variant": v, "run_root": args.run_dir / "same_text", "design": design, "seed": args.seed}
                 for v in ("same_compute", "same_steps") for i in (1, 0)]
         results = run_jobs(same_text_job, jobs)
-    write_json(args.out, results)
+    stage = stage_tiny()[1]
+    resolved = {key: getattr(stage, key) if value is None else value for key, value in design.items()}
+    write_json(args.out, {"which": args.which, "seed": args.seed, "design": resolved,
+                          "components": list(stage.pairs[PAIR].components), "machine": machine(),
+                          "commit": git("rev-parse", "HEAD"), "runs": results})
 
 
 if __name__ == "__main__":
