@@ -83,8 +83,8 @@ def same_text_table(record: dict, source: tuple[str, dict] | None) -> str:
              "|---|---|---|---|---|"]
     points = _sweep_points(source[1]) if source else []
     if points and not record["design"]["carry_embeddings"]:  # then a one-hot alpha is exactly its component
-        corners = {second: points[-1][1], first: points[0][1]} if points[0][0] == 0 else {}
-        for name, loss in corners.items():
+        by_alpha = dict(points)
+        for name, loss in ((second, by_alpha[1.0]), (first, by_alpha[0.0])):
             lines.append(f"| {name} alone | 0 + {fine_tuning:,} (the sweep's corner) | {_losses(loss)} |")
     for variant, label in (("same_steps", ""), ("same_compute", ", the hybrid's compute")):
         for name in (second, first):
