@@ -5,7 +5,7 @@ settings), the source of the sizing tables in `docs/manticore/specialists.md`:
     python -m sizing.manticore_specialists same-text --out sizing/records/same_text_encyclopedia_seed0.json
     python -m sizing.specialists_page   # the page's tables, from every record in sizing/records
 
-Each takes about 10 minutes on 2 cores (the page's captions give each record's minutes of runs). A
+Each took 8 to 10 minutes on 2 cores (the page's captions give each record's minutes of runs). A
 record holds the design it ran (`projector_text`, `carry_embeddings`), its seed, the machine and the
 commit, and its runs; the page groups the records by design. Its earlier-design section uses the
 stage's design before 2026-11-27: projector text of the two fine-tuning genres, and fine-tuning from

@@ -58,12 +58,12 @@ def _sweep_points(run: dict) -> list[tuple[float, dict]]:
     return [(point["alpha"] if "alpha" in point else point["alphas"][0][1], point["loss"]) for point in run["sweep"]]
 
 
-def hybrid_source(record: dict, records: list[dict], stage: dict | None) -> tuple[str, dict] | None:
+def hybrid_source(record: dict, records: list[dict], stage: dict) -> tuple[str, dict] | None:
     """The sweep whose best interior point is the same-text table's hybrid row: the stage's run of the
     record's seed when the stage ran the record's design, else the `budgets` record of that design and
     seed at the stage's projector steps."""
     steps = next(run["steps"][0] for run in record["runs"] if run["variant"] == "same_steps")
-    if stage is not None and all(stage["config"][key] == value for key, value in record["design"].items()):
+    if all(stage["config"][key] == value for key, value in record["design"].items()):
         run = next((r for r in stage["runs"] if r["pair"] == "specialists" and r["seed"] == record["seed"]), None)
         if run is not None:
             return "the stage", run
@@ -141,13 +141,11 @@ def caption(records: list[dict], command: str) -> str:
             f"{minutes:.0f} minutes of runs, one core each. Alpha is the weight of {records[0]['components'][1]}._")
 
 
-def tables(page: str, records: list[dict], stage: dict | None) -> str:
+def tables(page: str, records: list[dict], stage: dict) -> str:
     """`page` with every sizing table between its markers regenerated from `records`."""
     for which in ("budgets", "same-text"):
         for design in DESIGNS:
             begin, end = markers(which, design_name(design))
-            if begin not in page:
-                continue
             mine = [r for r in records if r["which"] == which and r["design"] == design]
             carry = "--carry-embeddings" if design["carry_embeddings"] else "--no-carry-embeddings"
             command = (f"python -m sizing.manticore_specialists {which} --projector-text {design['projector_text']} "
