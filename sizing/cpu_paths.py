@@ -11,24 +11,30 @@ one capability, single-threaded, and the parent compares:
 2. training: each model of the stage, seed 0, trained under each capability (the two at once, a
    core each); the gap between the training-loss curves at each logged step.
 
-    python -m sizing.cpu_paths --steps 300 --out /tmp/cpu_paths.json   # 44 minutes on 2 cores
+    python -m sizing.cpu_paths --steps 300   # writes sizing/records/cpu_paths.json
+    python -m sizing.cpu_paths_page          # the table of docs/pipelines.md, from that record
 
-Reads the root pipeline's `tokenize` and `train_tokenizer` outputs (`dvc repro tokenize` first).
+It took 12 minutes on a 2-core AVX-512 machine and 44 on one with AVX2 only (the `default` children
+are the slow ones). Reads the root pipeline's `tokenize` and `train_tokenizer` outputs (`dvc repro
+tokenize` first). The record names the machine, commit and date, as the other sizing records do.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from common.errors import ArgumentParser
 
 CAPABILITIES = ("avx2", "default")
+RECORD = Path(__file__).resolve().parent / "records" / "cpu_paths.json"
 DATA, TOKENIZER = Path("data/tokenized/packed"), Path("data/tokenizer")
 MODELS = ("blackmamba", "mamba_dense_mlp", "moe_transformer", "transformer")
 
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
                         help="the models to train (blackmamba first: its weights are routed afterwards)")
     parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=RECORD, help="the record (default: %(default)s)")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args(argv)
     if args.child:
@@ -167,16 +173,23 @@ def main(argv: list[str] | None = None) -> None:
                      f"{args.steps} and {args.batches}")
     if not (DATA.is_dir() and TOKENIZER.is_dir()):
         parser.error(f"{DATA} or {TOKENIZER}: not found; run `dvc repro tokenize` first")
+    from common.io import write_json
+    from common.stage_times import git, machine
+
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         training = compare_training(args.models, args.steps, work)
         routing = compare_routing(work / "blackmamba" / CAPABILITIES[0] / "model", args.batches) \
             if "blackmamba" in args.models else None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"steps": args.steps, "training": training, "routing": routing}, indent=1))
+    write_json(args.out, {"which": "cpu_paths", "steps": args.steps, "batches": args.batches, "training": training,
+                          "routing": routing, "machine": machine(), "commit": git("rev-parse", "--short", "HEAD"),
+                          "date": datetime.date.today().isoformat(), "seconds": time.perf_counter() - start})
     for model, r in training.items():
         print(model, "first differs at step", r["first_step_that_differs"], "final", r["final_loss"])
-    print("routing", {k: v for k, v in routing.items()})
+    if routing is not None:
+        print("routing", routing)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

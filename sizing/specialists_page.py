@@ -44,9 +44,13 @@ def load_records(folder: Path) -> list[dict]:
     hint = "rewrite it with `python -m sizing.manticore_specialists`"
     records = [load_json(path, hint) | {"path": path.name} for path in sorted(folder.glob("*.json"))]
     for record in records:
-        if not {"which", "seed", "design", "components", "runs"} <= record.keys():
+        if "which" not in record:
             raise DataError(f"{folder / record['path']}: not a sizing record; {hint}")
-    return records
+    mine = [record for record in records if record["which"] in ("budgets", "same-text")]  # not another sizing's
+    for record in mine:
+        if not {"seed", "design", "components", "runs"} <= record.keys():
+            raise DataError(f"{folder / record['path']}: not a sizing record; {hint}")
+    return mine
 
 
 def _losses(loss: dict) -> str:
