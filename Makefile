@@ -97,10 +97,13 @@ bench-gpu:
 	$(BIN)/python -m benchmarks.cuda_kernels
 	$(BIN)/python -m rehearsal.gpu_steps
 
-# CPU benchmarks against named peers; each writes benchmarks/results/<name>.json.
+# CPU benchmarks against named peers; each writes benchmarks/results/<name>.json, and the pages'
+# tables are generated from those files.
 bench:
 	$(MAKE) install EXTRAS=dev,bench
-	for b in mamba_speed moe_speed mixer_memory generation blackmamba_step task_speed manticore_overhead parallel_runs allocator; do $(BIN)/python -m benchmarks.$$b || exit 1; done
+	for b in mamba_speed moe_speed mixer_memory generation blackmamba_step task_speed task_learnability \
+	  manticore_overhead parallel_runs allocator; do $(BIN)/python -m benchmarks.$$b || exit 1; done
+	$(BIN)/python -m benchmarks.page
 
 # Regenerate the lock file from a fresh resolve (maintainers only).
 lock:
