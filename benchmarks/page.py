@@ -23,9 +23,7 @@ from common.io import load_json
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-TIMINGS = ROOT / "timings"
-TABLES = {**{name: "benchmarks/README.md" for name in ("cpu", "parallel_split", "stage_workers", "allocator_faults",
-                                                       "gpu")},
+TABLES = {**{name: "benchmarks/README.md" for name in ("cpu", "parallel_split", "allocator_faults", "gpu")},
           "task_speed": "docs/blocks-and-tasks.md", "task_learnability": "docs/blocks-and-tasks.md"}
 COMPARE = {">=": operator.ge, "<=": operator.le}
 
@@ -235,24 +233,6 @@ def allocator_faults(r: dict) -> str:
     return "\n".join(lines)
 
 
-def stage_workers(records: dict[str, dict]) -> str:
-    """Per stage whose record has its runs' seconds: runs, workers, the runs' own time and the share
-    of the workers' wall time they fill."""
-    lines = ["| pipeline | stage | runs | workers | runs' own time | stage wall | busy | recorded |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for pipeline, record in records.items():
-        for stage in record["stages"]:
-            for jobs in (jobs for jobs in stage.get("jobs") or [] if jobs["seconds"]):  # [] when nothing was left
-                own, name = sum(jobs["seconds"]), stage["stage"].rsplit(":", 1)[-1]
-                lines.append(row(pipeline, f"`{name}`", str(len(jobs["seconds"])), str(jobs["workers"]),
-                                 f"{own / 60:.1f} min", f"{stage['seconds'] / 60:.1f} min",
-                                 f"{own / (jobs['workers'] * stage['seconds']):.0%}",
-                                 f"{record['date']}, {record['commit']}, {record['machine']['cpu']}"))
-    if len(lines) == 2:
-        return "_No timing record holds its runs' seconds yet: `python -m common.stage_times run <pipeline>`._"
-    return "\n".join(lines)
-
-
 CPU_ROWS = {"mamba_speed": mamba_speed, "moe_speed": moe_speed, "generation": generation,
             "mixer_memory": mixer_memory, "blackmamba_step": blackmamba_step,
             "manticore_overhead": manticore_overhead, "parallel_runs": parallel_runs, "allocator": allocator}
@@ -378,18 +358,11 @@ def load_results() -> dict[str, dict]:
     return results
 
 
-def load_timings() -> dict[str, dict]:
-    """The pipelines' timing records by pipeline (`common.stage_times`)."""
-    return {path.stem: load_json(path, "rerun `python -m common.stage_times run <pipeline>`")
-            for path in sorted(TIMINGS.glob("*.json"))}
-
-
-def render(results: dict[str, dict], timings: dict[str, dict], pages: dict[str, str]) -> dict[str, str]:
+def render(results: dict[str, dict], pages: dict[str, str]) -> dict[str, str]:
     """`pages` (path -> text) with every benchmark table between its markers regenerated from the
-    benchmarks' `results` and the pipelines' timing records (`timings`, by pipeline)."""
+    benchmarks' `results`."""
     bodies = {"cpu": lambda: cpu_table(results),
               "parallel_split": lambda: parallel_split(results["parallel_runs"]),
-              "stage_workers": lambda: stage_workers(timings),
               "allocator_faults": lambda: allocator_faults(results["allocator"]),
               "gpu": lambda: gpu_caption(results["cuda_kernels"]) + "\n\n" + gpu_table(results["cuda_kernels"]),
               "task_speed": lambda: task_speed_table(results["task_speed"]),
@@ -405,7 +378,7 @@ def render(results: dict[str, dict], timings: dict[str, dict], pages: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     pages = {page: (ROOT / page).read_text() for page in set(TABLES.values())}
-    for page, text in render(load_results(), load_timings(), pages).items():
+    for page, text in render(load_results(), pages).items():
         write_readme(ROOT / page, text)
     return 0
 

@@ -32,18 +32,6 @@ def test_mamba_speed_rows_divide_the_peers_time_by_ours():
     assert rows[2].endswith("| **2.00× its time** | ≤ 3× |")
 
 
-def test_stage_workers_share_is_the_runs_seconds_over_workers_times_wall():
-    record = {"date": "2026-01-01", "commit": "abc1234", "machine": {"cpu": "Test CPU"},
-              "stages": [{"stage": "kept", "ran": False, "seconds": None},
-                         {"stage": "papers/masked_mixers/dvc.yaml:norms", "ran": True, "seconds": 150.0,
-                          "jobs": [{"workers": 2, "seconds": [60.0, 60.0, 60.0, 60.0]},
-                                   {"workers": 1, "seconds": []}]}]}
-    rows = page.stage_workers({"masked_mixers": record}).splitlines()
-    # 240 s of runs over 2 workers x 150 s
-    assert rows[2:] == ["| masked_mixers | `norms` | 4 | 2 | 4.0 min | 2.5 min | 80% | 2026-01-01, abc1234, Test CPU |"]
-    assert "No timing record" in page.stage_workers({"root": {"stages": [{"stage": "x", "seconds": 1.0}]}})
-
-
 def test_parallel_split_recovers_the_busiest_worker_from_the_ratio():
     record = {"config": {"jobs": 6}, "seconds": {"serial_one_thread": 120.0},
               "where_time_goes": {"contention": 1.05, "best_split_over_half_sum": 1.1, "start_up_and_idle_s": 7.0}}
@@ -53,7 +41,7 @@ def test_parallel_split_recovers_the_busiest_worker_from_the_ratio():
 
 def test_committed_pages_are_current_with_the_committed_results():
     pages = {name: (page.ROOT / name).read_text() for name in set(page.TABLES.values())}
-    assert page.render(page.load_results(), page.load_timings(), pages) == pages, "run `python -m benchmarks.page`"
+    assert page.render(page.load_results(), pages) == pages, "run `python -m benchmarks.page`"
 
 
 def test_arguments_are_refused_with_status_2(capsys):

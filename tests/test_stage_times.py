@@ -104,3 +104,14 @@ def test_the_pages_show_the_committed_records():
     if records:
         summary_page = (stage_times.ROOT / stage_times.SUMMARY_PAGE).read_text()
         assert stage_times.summary(records) in summary_page, "run `python -m common.stage_times render`"
+        assert stage_times.workers(records) in summary_page, "run `python -m common.stage_times render`"
+
+
+def test_busy_is_the_runs_seconds_over_workers_times_the_stage_wall():
+    record = {"stages": [{"stage": "kept", "ran": False, "seconds": None},
+                         {"stage": "papers/masked_mixers/dvc.yaml:norms", "ran": True, "seconds": 150.0,
+                          "jobs": [{"workers": 2, "seconds": [60.0, 60.0, 60.0, 60.0]},
+                                   {"workers": 1, "seconds": []}]}]}
+    rows = stage_times.workers({"masked_mixers": record}).splitlines()
+    assert rows[4:] == ["| masked_mixers | `norms` | 4 | 2 | 4.0 min | 2.5 min | 80% |"]  # 240 s / (2 x 150 s)
+    assert "No record holds" in stage_times.workers({"root": {"stages": [{"stage": "x", "seconds": 1.0}]}})
