@@ -117,13 +117,14 @@ def generation(r: dict) -> list[str]:
     first, last = lengths[0], lengths[-1]
     c = r["config"]
     name = f"Generation at {int(last):,} tokens, {c['layers']} layers, d={c['d_model']}, batch 1 (`generation`)"
-    flat = mamba["cache_growth_first_to_last"] == 1
+    speedup = f"{significant(r['results']['transformer_over_mamba_ms_per_token_at_last'], 2)}× faster"
+    # the declared target is Mamba's cache staying flat as the sequence grows, not the speedup
+    speedup_cell = f"**{speedup}**" if mamba["cache_growth_first_to_last"] == 1 else f"{speedup}: **not met**"
     return [row(name, f"Mamba {significant(mamba[last]['ms_per_token'], 2)} ms/token, cache "
                       f"{_kib(mamba[last]['cache_bytes'])}",
                 f"transformer with KV cache {significant(kv[last]['ms_per_token'], 2)} ms/token, "
                 f"{_kib(kv[last]['cache_bytes'])}",
-                f"**{significant(r['results']['transformer_over_mamba_ms_per_token_at_last'], 2)}× faster**",
-                "cache flat" if flat else "cache flat: **not met**"),
+                speedup_cell, "Mamba's cache flat"),
             row(f"Generation latency from {int(first):,} to {int(last):,} tokens",
                 f"Mamba {significant(mamba[first]['ms_per_token'], 2)} → "
                 f"{significant(mamba[last]['ms_per_token'], 2)} ms (×{mamba['latency_growth_first_to_last']:.2f})",
@@ -201,7 +202,7 @@ def allocator(r: dict) -> list[str]:
         else:
             name = "same, " + name
         speedup = run["speedup"]
-        gain = f"**{faster(speedup)}**" if speedup > 1 else f"{significant(speedup)}×: **no gain** measured"
+        gain = faster(speedup) if speedup > 1 else f"{significant(speedup)}×: no gain measured"
         losses = "losses bit-identical" if run["identical_losses"] else "losses **differ**"
         lines.append(row(name, seconds(run["keep_freed_memory"]["ms_per_step"] / 1e3),
                          ("glibc's default malloc (a fresh mmap for every tensor above 32 MB) " if k == 0 else "")
@@ -255,17 +256,17 @@ def gpu_table(r: dict) -> str:
         on_kernels = f"our block on `mamba-ssm`'s kernels (`scan: cuda`) {seconds(cuda['median_s'])}"
         lines += [row(name, f"{on_kernels}, {cuda['peak_mib'] / 1024:.1f} GiB",
                       f"`transformers`' `MambaForCausalLM` on the same kernels {seconds(hf['median_s'])}",
-                      f"**{of_its_time(cuda['median_s'] / hf['median_s'])}**"),
+                      of_its_time(cuda['median_s'] / hf['median_s'])),
                   row("same", f"our chunked scan (`scan: chunked`, the path without the kernels) "
                               f"{seconds(chunked['median_s'])}, {chunked['peak_mib'] / 1024:.1f} GiB",
                       f"our block on the kernels {seconds(cuda['median_s'])}",
-                      f"**{chunked['median_s'] / cuda['median_s']:.0f}× slower**")]
+                      f"{chunked['median_s'] / cuda['median_s']:.0f}× slower")]
     if "mamba_without_kernels" in r:
         res = r["mamba_without_kernels"]["results"]
         hf, chunked = res["hf_pytorch_path"], res["ours_chunked"]
         lines.append(row("same, kernels hidden", f"our chunked scan {seconds(chunked['median_s'])}",
                          f"`transformers`' PyTorch path {seconds(hf['median_s'])}, {hf['peak_mib'] / 1024:.1f} GiB",
-                         f"**{faster(hf['median_s'] / chunked['median_s'])}**"))
+                         faster(hf['median_s'] / chunked['median_s'])))
     if "attention" in r:
         a = r["attention"]
         lengths = sorted(a["results"], key=int)
@@ -281,7 +282,7 @@ def gpu_table(r: dict) -> str:
         name = (f"Masked mixer fwd+bwd peak memory, d={a['d_model']}, {a['n_layers']} layers, batch {a['batch']}, "
                 f"n_ctx {' / '.join(lengths)}")
         lines += [row(name, mixer, f"Llama, eager attention, {across('llama_eager', 'peak_mib', lambda v: f'{v:,.0f}')}"
-                                   " MiB", f"**{ratio('llama_eager')}**"),
+                                   " MiB", ratio("llama_eager")),
                   row("same", mixer, f"Llama, SDPA, {across('llama_sdpa', 'peak_mib', lambda v: f'{v:,.0f}')} MiB",
                       ratio("llama_sdpa")),
                   row("same, step time", across("mixer", "median_s", lambda v: f"{v * 1e3:.1f}") + " ms",
