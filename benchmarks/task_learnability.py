@@ -91,10 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         mine = [(j["model"], s) for j, s in zip(jobs, scores) if j["task"] == task]
         tasks.append({key: mine[0][1][key] for key in ("name", "steps", "chance", "chance_is")}
                      | {"accuracy": {model: s["accuracy"] for model, s in mine}})
-    cpu = machine()
-    repeat = tiny_suite().model.repeat
-    write_json(args.out, {"models": {m: f"{MODELS[m]['pattern']} x {repeat}" for m in MODELS}, "tasks": tasks,
-                          "seed": tiny_suite().seed, "date": datetime.date.today().isoformat(),
+    cpu, suite = machine(), tiny_suite()
+    write_json(args.out, {"models": {m: f"{MODELS[m]['pattern']} x {suite.model.repeat}" for m in MODELS},
+                          "tasks": tasks, "seed": suite.seed, "date": datetime.date.today().isoformat(),
                           "machine": f"{cpu['cpu']}, {cpu['torch_cpu_capability']}"})
     for task in tasks:
         print(task["name"], task["accuracy"], f"chance {task['chance']:.3f}")

@@ -14,8 +14,8 @@ one capability, single-threaded, and the parent compares:
     python -m sizing.cpu_paths --steps 300   # writes sizing/records/cpu_paths.json
     python -m sizing.cpu_paths_page          # the table of docs/pipelines.md, from that record
 
-It took 12 minutes on a 2-core AVX-512 machine and 44 on one with AVX2 only (the `default` children
-are the slow ones). Reads the root pipeline's `tokenize` and `train_tokenizer` outputs (`dvc repro
+The record keeps how long it took (the `default` children, on torch's unvectorised kernels, are the
+slow ones). Reads the root pipeline's `tokenize` and `train_tokenizer` outputs (`dvc repro
 tokenize` first). The record names the machine, commit and date, as the other sizing records do.
 """
 
