@@ -8,7 +8,8 @@ docs pages generated from those measurements (never typed).
 output through. Each stage is timed from DVC's "Running stage" line to the next stage's (or to the
 end), so a stage's time includes its start-up and DVC's hashing of what it wrote: what a user
 waits for. A stage whose outputs are up to date is kept by DVC, as in a fresh clone for a stage
-whose outputs are committed results (the pages list it as kept). The record, `timings/<pipeline>.json`,
+whose outputs are committed results (the pages list it as kept); `--force` runs every stage
+(`dvc repro -f`), for results all made on one machine. The record, `timings/<pipeline>.json`,
 is kept in git as results are, and names the commit, date, profile and machine (CPU model, cores,
 AVX-512, torch's kernel level). No verdict reads it: wall time ranks machine load.
 
@@ -88,11 +89,13 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run(pipeline: str, out: Path) -> int:
-    """`dvc repro` of the pipeline, its output passed through, each stage timed; the record to `out`."""
+def run(pipeline: str, out: Path, force: bool = False) -> int:
+    """`dvc repro` of the pipeline (every stage with `force`), its output passed through, each stage
+    timed; the record to `out`."""
     from common.config import active_profile, load_yaml
 
-    command = [sys.executable, "-m", "dvc", "repro", PIPELINES[pipeline]]
+    repro = ["repro", *(["-f"] if force else []), PIPELINES[pipeline]]
+    command = [sys.executable, "-m", "dvc", *repro]
     # Stage commands call `python`: this interpreter's, as under `make`.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     # The tree as the run found it: the run itself rewrites locks and results.
@@ -106,11 +109,11 @@ def run(pipeline: str, out: Path) -> int:
             sys.stdout.flush()
     finished = time.monotonic()
     if process.returncode != 0:
-        log.error("`dvc repro %s` failed; no record written", PIPELINES[pipeline])
+        log.error("`dvc %s` failed; no record written", " ".join(repro))
         return process.returncode
     stages = stage_times(lines, finished)
     profile = active_profile(load_yaml(ROOT / "params.yaml"), where="params.yaml")
-    record = {"pipeline": pipeline, "command": f"dvc repro {PIPELINES[pipeline]}", "profile": profile,
+    record = {"pipeline": pipeline, "command": f"dvc {' '.join(repro)}", "profile": profile,
               "commit": commit, "tree_clean": clean,
               "date": datetime.date.today().isoformat(), "machine": machine(),
               "total_seconds": finished - started, "stages": stages}
@@ -259,10 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     timed = commands.add_parser("run", help="run and time one pipeline with `dvc repro`")
     timed.add_argument("pipeline", choices=list(PIPELINES))
     timed.add_argument("--out", type=Path, default=None, help="the record (default: timings/<pipeline>.json)")
+    timed.add_argument("--force", action="store_true",
+                       help="run every stage, also those whose committed outputs are up to date (`dvc repro -f`)")
     commands.add_parser("render", help="write every recorded pipeline's times into the docs pages")
     args = parser.parse_args(argv)
     if args.command == "run":
-        return run(args.pipeline, args.out or RECORDS / f"{args.pipeline}.json")
+        return run(args.pipeline, args.out or RECORDS / f"{args.pipeline}.json", args.force)
     render()
     return 0
 

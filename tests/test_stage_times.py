@@ -115,3 +115,29 @@ def test_busy_is_the_runs_seconds_over_workers_times_the_stage_wall():
     rows = stage_times.workers({"masked_mixers": record}).splitlines()
     assert rows[4:] == ["| masked_mixers | `norms` | 4 | 2 | 4.0 min | 2.5 min | 80% |"]  # 240 s / (2 x 150 s)
     assert "No record holds" in stage_times.workers({"root": {"stages": [{"stage": "x", "seconds": 1.0}]}})
+
+
+def test_force_runs_every_stage_and_the_record_says_so(tmp_path, monkeypatch):
+    import io
+    import json
+
+    class FakeRepro:  # `dvc repro` itself is not run: only the command the stage times are measured by
+        commands = []
+
+        def __init__(self, command, **kwargs):
+            self.commands.append(command)
+            self.stdout, self.returncode = io.StringIO("Running stage 'generate_stories':\n"), 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(stage_times.subprocess, "Popen", FakeRepro)
+    monkeypatch.setattr(stage_times, "git", lambda *args: "")  # git runs through Popen as well
+    assert stage_times.main(["run", "root", "--force", "--out", str(tmp_path / "forced.json")]) == 0
+    assert stage_times.main(["run", "root", "--out", str(tmp_path / "kept.json")]) == 0
+    assert [command[3:] for command in FakeRepro.commands] == [["repro", "-f", "dvc.yaml"], ["repro", "dvc.yaml"]]
+    assert json.loads((tmp_path / "forced.json").read_text())["command"] == "dvc repro -f dvc.yaml"
+    assert json.loads((tmp_path / "kept.json").read_text())["command"] == "dvc repro dvc.yaml"
