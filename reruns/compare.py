@@ -21,21 +21,30 @@ With `--rtol R`, two numbers agree when they differ by at most R times the large
 weights files when every entry of every tensor differs by at most R times the tensor's largest
 entry; a figure or Markdown table that differs is then listed as redrawn from those numbers, not
 judged. Text leaves, verdicts among them, must still be equal: a verdict that moves is a
-disagreement at any tolerance.
+disagreement at any tolerance; each ledger row whose verdict moved is listed with its margin in both.
+
+With `--record FILE` the findings are also written as a record (reruns/records/ holds the committed
+ones), from which `python -m reruns.page` generates the table of docs/pipelines.md:
+
+    python -m reruns.compare /tmp/fresh-clone --record reruns/records/2026-11-30-manticore.json \
+        --label "fresh clone, nothing else on the cores" --pipelines dvc.yaml papers/manticore/dvc.yaml
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 from common.errors import ArgumentParser
+from common.io import write_json
 
 TIMING = re.compile(r"elapsed|seconds|(^|_)s$|per_s|ms_per|speedup|latency|throughput|faster", re.I)
 MEMORY = re.compile(r"bytes|mib|memory", re.I)  # sizes in a timing file (a cache's bytes) must still agree
@@ -167,6 +176,32 @@ def compare_output(here: Path, other: Path, path: str, rtol: float = 0.0) -> lis
 KINDS = {"timing": "differ only in timing", "within": "agree within rtol", "redrawn": "hold figures or tables redrawn"}
 
 
+def moved_verdicts(here: Path, other: Path, pipeline: str) -> list[dict]:
+    """The ledger rows of a paper's pipeline whose verdict differs between the two checkouts, with
+    each side's verdict and margin (rows in one ledger only are left to the JSON comparison)."""
+    ledger = Path(pipeline).parent / "results" / "claims.json"
+    if pipeline == "dvc.yaml" or not (here / ledger).is_file() or not (other / ledger).is_file():
+        return []
+    left, right = ({row["id"]: row for row in json.loads((root / ledger).read_text())["claims"]}
+                   for root in (here, other))
+    return [{"paper": Path(pipeline).parent.name, "id": claim, "here": left[claim]["verdict"],
+             "other": right[claim]["verdict"], "margin_here": left[claim].get("margin"),
+             "margin_other": right[claim].get("margin")}
+            for claim in left if claim in right and left[claim]["verdict"] != right[claim]["verdict"]]
+
+
+def commit_of(checkout: Path) -> str | None:
+    """The checkout's commit, "+" when its tracked files hold changes (a run rewrites results), or
+    None outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain", "--untracked-files=no")
+                                                       else "")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("other", type=Path, help="the other checkout, after its `dvc repro`")
@@ -174,13 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", nargs="+", default=PIPELINES, choices=PIPELINES)
     parser.add_argument("--rtol", type=float, default=0.0,
                         help="numbers and weights agree within this relative difference (default 0: exactly)")
+    parser.add_argument("--record", type=Path, metavar="FILE", help="also write the findings here, as JSON")
+    parser.add_argument("--label", default="", help="what the record compares, in a few words (with --record)")
     args = parser.parse_args(argv)
     if not 0 <= args.rtol < 1:
         parser.error(f"--rtol must be at least 0 and below 1, got {args.rtol:g}")
+    if args.label and not args.record:
+        parser.error("--label names a record: give --record FILE too")
+    if args.record and (args.record.suffix != ".json" or not args.record.parent.is_dir()):
+        parser.error(f"--record {args.record}: give a .json file in an existing folder")
     for checkout in (args.here, args.other):
         if not (checkout / "dvc.lock").is_file():
             parser.error(f"{checkout}: not a checkout of this project (no dvc.lock)")
-    disagreements = 0
+    disagreements, record = 0, {}
     for pipeline in args.pipelines:
         outputs = sorted(locked_outputs(args.here, pipeline) | locked_outputs(args.other, pipeline))
         findings = {path: compare_output(args.here, args.other, path, args.rtol) for path in outputs}
@@ -196,7 +237,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{f', {len(absent)} in neither checkout, not compared (' + ', '.join(absent) + ')' if absent else ''}")
         for problem in problems:
             print(f"  {problem}")
+        moved = moved_verdicts(args.here, args.other, pipeline)
+        for row in moved:
+            print(f"  verdict moved: {row['id']}: {row['here']} here (margin {row['margin_here']}), "
+                  f"{row['other']} in the other (margin {row['margin_other']})")
         disagreements += len(problems)
+        record[pipeline] = {"identical": identical, **kinds, "disagreements": problems, "absent": absent,
+                            "verdicts_moved": moved}
+    if args.record:
+        from common.stage_times import machine
+
+        write_json(args.record, {"label": args.label, "date": datetime.date.today().isoformat(),
+                                 "here": commit_of(args.here), "other": commit_of(args.other), "machine": machine(),
+                                 "rtol": args.rtol, "pipelines": record})
     return 1 if disagreements else 0
 
 

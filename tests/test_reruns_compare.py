@@ -116,3 +116,45 @@ def test_a_tolerance_outside_zero_to_one_is_one_line(rtol, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main([str(here), "--here", str(here), "--rtol", rtol])
     assert stop.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_record_lists_each_pipelines_findings_and_the_verdicts_that_moved(tmp_path, capsys):
+    """A paper's ledger in both checkouts: the row whose verdict differs is named with both margins,
+    the row that kept its verdict is not, and the record says what the printed lines say."""
+    def ledger(root, verdict, margin):
+        (root / "papers/blackmamba/results").mkdir(parents=True)
+        rows = [{"id": "moved", "verdict": verdict, "margin": margin},
+                {"id": "kept", "verdict": "reproduced", "margin": 2.0}]
+        (root / "papers/blackmamba/results/claims.json").write_text(json.dumps({"claims": rows}))
+        outs = [{"path": "papers/blackmamba/results/claims.json"}]
+        (root / "papers/blackmamba/dvc.lock").write_text(yaml.safe_dump({"stages": {"report": {"outs": outs}}}))
+
+    here = checkout(tmp_path / "a", {"loss": 1.5}, torch.ones(3), "| a |")
+    other = checkout(tmp_path / "b", {"loss": 1.5}, torch.ones(3), "| a |")
+    ledger(here, "inconclusive", -0.27)
+    ledger(other, "not reproduced", 0.18)
+    record = tmp_path / "record.json"
+    status = main([str(other), "--here", str(here), "--pipelines", "dvc.yaml", "papers/blackmamba/dvc.yaml",
+                   "--record", str(record), "--label", "a test"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "verdict moved: moved: inconclusive here (margin -0.27), not reproduced in the other (margin 0.18)" in out
+    written = json.loads(record.read_text())
+    assert written["label"] == "a test" and written["here"] is None and written["rtol"] == 0.0  # not git checkouts
+    root = written["pipelines"]["dvc.yaml"]
+    assert root["identical"] == 3 and root["disagreements"] == []
+    paper = written["pipelines"]["papers/blackmamba/dvc.yaml"]
+    assert paper["identical"] == 0 and len(paper["disagreements"]) == 1
+    assert paper["verdicts_moved"] == [{"paper": "blackmamba", "id": "moved", "here": "inconclusive",
+                                        "other": "not reproduced", "margin_here": -0.27, "margin_other": 0.18}]
+
+
+@pytest.mark.parametrize("extra", [["--label", "no record"], ["--record", "record.txt"],
+                                   ["--record", "no_such_folder/record.json"]], ids=["label-alone", "suffix", "folder"])
+def test_a_record_option_that_cannot_be_written_is_one_line(extra, tmp_path, capsys, monkeypatch):
+    here = checkout(tmp_path / "a", {"loss": 1.0}, torch.ones(3), "| a |")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main([str(here), "--here", str(here), *extra])
+    assert stop.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("record*"))
