@@ -92,3 +92,50 @@ def test_a_ledger_damaged_inside_a_claim_names_the_claim_and_key(damage, expecte
     assert main(["--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {ledger}: ") and expected in err[0], err
+
+
+def test_the_history_counts_then_and_now_and_lists_each_moved_row(tmp_path, monkeypatch):
+    from common.claims import page
+
+    then = {"blackmamba": {"a": "inconclusive", "b": "inconclusive", "gone": "reproduced"}}
+    (tmp_path / "verdicts-abc1234.json").write_text(json.dumps({"commit": "abc1234", "date": "2026-01-01",
+                                                                "verdicts": then}))
+    monkeypatch.setattr(page, "RECORDS", tmp_path)
+    rows = page.history({"manticore": None, "blackmamba": _ledger(), "masked_mixers": None}).splitlines()
+    assert rows[0] == "### Since abc1234 (2026-01-01)"
+    assert "| BlackMamba | abc1234 | 1 | 0 | 0 | 2 | 0 | 3 |" in rows
+    assert "| BlackMamba | now | 1 | 0 | 0 | 1 | 1 | 3 |" in rows
+    assert "| Manticore | now | 0 | 0 | 0 | 0 | 0 | 0 |" in rows
+    # a: inconclusive -> reproduced; b kept its verdict; c is new; `gone` left the ledger
+    assert "3 rows moved or new:" in rows
+    assert "| BlackMamba | `a` | inconclusive | reproduced | w |" in rows
+    assert "| BlackMamba | `c` | new | needs paper scale | w |" in rows
+    assert "| BlackMamba | `gone` | reproduced | removed | |" in rows
+    assert not any("`b`" in row for row in rows)
+
+
+def test_since_records_the_verdicts_of_a_commit_from_git(tmp_path, monkeypatch):
+    import subprocess
+
+    from common.claims import since
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    ledger = tmp_path / "papers/blackmamba/results/claims.json"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(json.dumps({"claims": [{"id": "a", "verdict": "inconclusive"}]}))
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "ledger")
+    ledger.write_text(json.dumps({"claims": [{"id": "a", "verdict": "reproduced"}]}))  # the tree moves on
+    monkeypatch.setattr(since, "ROOT", tmp_path)
+    monkeypatch.setattr(since, "RECORDS", tmp_path / "records")
+    (tmp_path / "records").mkdir()
+    assert since.main(["HEAD"]) == 0
+    [record] = (tmp_path / "records").glob("verdicts-*.json")
+    assert json.loads(record.read_text())["verdicts"] == {"blackmamba": {"a": "inconclusive"}}
+    with pytest.raises(SystemExit) as stop:
+        since.main(["no-such-commit"])
+    assert stop.value.code == 2

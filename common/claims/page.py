@@ -1,14 +1,16 @@
-"""The claims pages: the front page's counts and `docs/claims.md`'s every claim, from the ledgers.
+"""The claims pages: the front page's counts, `docs/claims.md`'s every claim and
+`docs/verdict-history.md`'s verdicts moved since each recorded commit, from the ledgers.
 
-    python -m common.claims.page            # rewrite both pages between their markers
-    python -m common.claims.page --check    # exit 1 if either is out of date
+    python -m common.claims.page            # rewrite the pages between their markers
+    python -m common.claims.page --check    # exit 1 if one is out of date
 
 Each paper's `report` stage writes `papers/<paper>/results/claims.json` (`common.claims.ledger`).
 `README.md` gets the counts per verdict class; `docs/claims.md` one row per claim with its verdict,
-our number with its spread, its margin from the nearest decision boundary, and the number of seeds.
-It is not a DVC stage on purpose: a root stage that depends on the three ledgers would make `dvc
-repro` of the root pipeline run all three papers. `tests/test_claims_page.py` fails when the
-committed pages and the committed ledgers disagree.
+our number with its spread, its margin from the nearest decision boundary, and the number of seeds;
+`docs/verdict-history.md` the ledgers beside the records that `python -m common.claims.since COMMIT`
+keeps of an earlier commit's verdicts. It is not a DVC stage on purpose: a root stage that depends on
+the three ledgers would make `dvc repro` of the root pipeline run all three papers.
+`tests/test_claims_page.py` fails when the committed pages and the committed ledgers disagree.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from common.claims.ledger import check_ledger, format_margin, format_ours, seed_count
 from common.claims.rules import VERDICTS
+from common.claims.since import RECORDS
 from common.errors import ArgumentParser, DataError, UserError
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
@@ -67,8 +70,34 @@ def every_claim(ledgers: dict[str, list[dict] | None]) -> str:
     return "\n".join(lines)
 
 
+def history(ledgers: dict[str, list[dict] | None]) -> str:
+    """Per recorded commit: each paper's counts per verdict class then and now, and every row whose
+    verdict moved (or that is new), with the reason its row gives now."""
+    parts = []
+    for path in sorted(RECORDS.glob("verdicts-*.json")):
+        record = load_json(path, f"rewrite it with `python -m common.claims.since {path.stem.split('-', 1)[1]}`")
+        then, commit = record["verdicts"], record["commit"]
+        lines = [f"### Since {commit} ({record['date']})", "",
+                 "| paper | when | " + " | ".join(VERDICTS) + " | claims |", "|---|---|" + "---|" * (len(VERDICTS) + 1)]
+        moved = []
+        for paper, claims in ledgers.items():
+            now = {entry["id"]: entry for entry in claims or []}
+            for when, verdicts in ((commit, then.get(paper, {})), ("now", {i: e["verdict"] for i, e in now.items()})):
+                tally = [sum(v == verdict for v in verdicts.values()) for verdict in VERDICTS]
+                lines.append(f"| {PAPERS[paper]} | {when} | " + " | ".join(map(str, tally)) + f" | {len(verdicts)} |")
+            moved += [f"| {PAPERS[paper]} | `{i}` | {then.get(paper, {}).get(i, 'new')} | {e['verdict']} | "
+                      f"{e['why'].replace('|', '/')} |"
+                      for i, e in now.items() if then.get(paper, {}).get(i) != e["verdict"]]
+            moved += [f"| {PAPERS[paper]} | `{i}` | {v} | removed | |"
+                      for i, v in then.get(paper, {}).items() if i not in now]
+        lines += ["", f"{len(moved)} rows moved or new:", "", f"| paper | claim | {commit} | now | why, now |",
+                  "|---|---|---|---|---|", *moved]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) or "No earlier commit's verdicts are recorded (`python -m common.claims.since COMMIT`)."
+
+
 # Each page, relative to the repository root, and the table it holds between the markers.
-PAGES = {"README.md": counts, "docs/claims.md": every_claim}
+PAGES = {"README.md": counts, "docs/claims.md": every_claim, "docs/verdict-history.md": history}
 
 
 def render(text: str, table, ledgers: dict[str, list[dict] | None]) -> str:
