@@ -385,7 +385,7 @@ def clm_scale(results: dict) -> Evidence:
         return f"{v['mean']:.3f} ± {v['std']:.3f}"
 
     return Evidence(facts={"d_model": d, "steps": clm["steps"], "seeds": len(clm["seeds"]), "runs": len(runs),
-                           "minutes": sum(seed["train_seconds"] for seed in runs) / 60, "head_width": d // 4,
+                           "head_width": d // 4,
                            "head_widths": ", ".join(str(d // h) for h in (2, 4, 8)),
                            "ahead": "Llama" if llama < mixer else "mixer", "gap": abs(mixer - llama),
                            **{f"loss_{name}": loss(name) for name in models}})
