@@ -5,7 +5,7 @@ it is typed:
     python -m reruns.page
 
 The table stands between `<!-- reruns -->` and `<!-- /reruns -->`: a row per record and pipeline,
-then every disagreement and every ledger row whose verdict moved, with its margin on both sides.
+then the first disagreements and every ledger row whose verdict moved, with its margin on both sides.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "reruns" / "records"
 PAGE = ROOT / "docs" / "pipelines.md"
 BEGIN, END = "<!-- reruns -->", "<!-- /reruns -->"
+SHOWN = 5  # disagreements listed per record and pipeline; the record holds them all
 
 
 def margin(value: float | None) -> str:
@@ -39,7 +40,11 @@ def body(records: dict[str, dict]) -> str:
                         f"{where} | `{pipeline}` {tolerance} | {found['identical']} | {len(found['timing'])} | "
                         f"{len(found.get('within', [])) + len(found.get('redrawn', []))} | "
                         f"{len(found['disagreements'])} | {len(found['verdicts_moved'])} |")
-            notes += [f"- {record['date']}, `{pipeline}`: {problem}" for problem in found["disagreements"]]
+            problems = found["disagreements"]
+            notes += [f"- {record['date']}, `{pipeline}`: {problem}" for problem in problems[:SHOWN]]
+            if len(problems) > SHOWN:
+                notes.append(f"- {record['date']}, `{pipeline}`: {len(problems) - SHOWN} more, "
+                             f"in `reruns/records/{name}.json`")
             notes += [f"- {record['date']}, `{row['id']}`: {row['here']} (margin {margin(row['margin_here'])}) in "
                       f"{record['here']}, {row['other']} (margin {margin(row['margin_other'])}) in {record['other']}"
                       for row in found["verdicts_moved"]]

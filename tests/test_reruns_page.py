@@ -29,6 +29,15 @@ def test_a_row_per_pipeline_and_each_moved_verdict_with_both_margins():
     assert "`row`: inconclusive (margin -0.27) in abc1234, not reproduced (margin +0.18) in abc1234+" in text
 
 
+def test_only_the_first_disagreements_are_listed_and_the_rest_counted():
+    many = record()
+    many["pipelines"]["papers/blackmamba/dvc.yaml"]["disagreements"] = [f"data/{i}: only in this checkout"
+                                                                        for i in range(page.SHOWN + 3)]
+    text = page.body({"r": many})
+    assert f"data/{page.SHOWN - 1}: only" in text and f"data/{page.SHOWN}: only" not in text
+    assert "`papers/blackmamba/dvc.yaml`: 3 more, in `reruns/records/r.json`" in text
+
+
 def test_committed_page_is_current_with_the_committed_records():
     text = page.PAGE.read_text()
     assert page.replace_between_markers(text, page.BEGIN, page.END, page.body(page.load_records())) == text, \
