@@ -51,3 +51,29 @@ def test_a_pair_is_compared_on_the_seeds_both_trained():
     result = compare_flops(models, "mamba")
     assert result["seeds"] == ["0", "1"] and result["target_val_loss"] == 1.5
     assert len(result["ratio_over_blackmamba"]) == 2
+
+
+def test_lr_check_reads_a_section_whose_extra_seeds_name_the_routing_model():
+    """lr_check trains only the compared models, but `train_compare.extra_seeds` at `tiny` also names
+    the routing model that train_compare trains beside them: both stages accept the section, and a
+    name that is neither is still refused."""
+    from dataclasses import replace
+
+    from common.errors import ConfigError
+    from common.stages import load_stage
+    from papers.blackmamba.compared_models import TRAIN_COMPARE, check_model_names, model_configs
+    from papers.blackmamba.lr_check import LRCheckConfig
+    from papers.blackmamba.model import ROUTING_MODEL
+    from tests.conftest import ROOT
+
+    cfg, profile, _ = load_stage(ROOT / "papers/blackmamba/params.yaml", "lr_check", LRCheckConfig,
+                                 shared=TRAIN_COMPARE)
+    assert profile == "tiny"
+    assert ROUTING_MODEL in cfg.extra_seeds  # the case this guards
+    compared = model_configs(cfg, 64, 16)
+    check_model_names(cfg, compared)  # lr_check
+    check_model_names(cfg, {**compared, ROUTING_MODEL: None})  # train_compare
+    with pytest.raises(ConfigError, match="extra_seeds.blackmamba_shallow: no such model"):
+        check_model_names(replace(cfg, extra_seeds={"blackmamba_shallow": [3]}), compared)
+    with pytest.raises(ConfigError, match=f"extra_seeds.{ROUTING_MODEL}: no such model"):
+        check_model_names(replace(cfg, routing_model=None), compared)

@@ -61,10 +61,13 @@ TRAIN_COMPARE = ("train_compare", TrainCompareConfig)
 
 
 def check_model_names(cfg: TrainCompareConfig, models: dict) -> None:
-    """`extra_seeds` and `model_lr` name models that exist."""
+    """`extra_seeds` and `model_lr` name models that exist: one of `models`, or the routing model
+    when the section has one (a stage that trains only the compared models, as lr_check, still
+    reads a section that names it)."""
+    allowed = [*models, *([ROUTING_MODEL] if cfg.routing_model is not None and ROUTING_MODEL not in models else [])]
     for key in ("extra_seeds", "model_lr"):
-        if unknown := sorted(set(getattr(cfg, key)) - set(models)):
-            raise ConfigError(f"train_compare.{key}.{unknown[0]}: no such model; allowed: {', '.join(models)}")
+        if unknown := sorted(set(getattr(cfg, key)) - set(allowed)):
+            raise ConfigError(f"train_compare.{key}.{unknown[0]}: no such model; allowed: {', '.join(allowed)}")
 
 
 def model_configs(cfg: TrainCompareConfig, vocab_size: int, n_ctx: int) -> dict[str, LMConfig]:
