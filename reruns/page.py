@@ -40,7 +40,8 @@ def body(records: dict[str, dict]) -> str:
                         f"{where} | `{pipeline}` {tolerance} | {found['identical']} | {len(found['timing'])} | "
                         f"{len(found.get('within', [])) + len(found.get('redrawn', []))} | "
                         f"{len(found['disagreements'])} | {len(found['verdicts_moved'])} |")
-            problems = found["disagreements"]
+            # Files only one checkout holds (data the other never made) after those that differ.
+            problems = sorted(found["disagreements"], key=lambda problem: "only in" in problem)
             notes += [f"- {record['date']}, `{pipeline}`: {problem}" for problem in problems[:SHOWN]]
             if len(problems) > SHOWN:
                 notes.append(f"- {record['date']}, `{pipeline}`: {len(problems) - SHOWN} more, "
