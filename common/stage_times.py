@@ -85,8 +85,9 @@ def machine() -> dict:
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+def git(*args: str, cwd: Path = ROOT) -> str:
+    """git's output, stripped; `subprocess.CalledProcessError` (with git's stderr) when it fails."""
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def run(pipeline: str, out: Path, force: bool = False) -> int:

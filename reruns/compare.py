@@ -193,11 +193,11 @@ def moved_verdicts(here: Path, other: Path, pipeline: str) -> list[dict]:
 def commit_of(checkout: Path) -> str | None:
     """The checkout's commit, "+" when its tracked files hold changes (a run rewrites results), or
     None outside git."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=True).stdout.strip()
+    from common.stage_times import git
+
     try:
-        return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain", "--untracked-files=no")
-                                                       else "")
+        changed = git("status", "--porcelain", "--untracked-files=no", cwd=checkout)
+        return git("rev-parse", "--short", "HEAD", cwd=checkout) + ("+" if changed else "")
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
 

@@ -36,7 +36,7 @@ def committed_json(root: Path, commit: str, path: str) -> dict:
     """`path` as committed at `commit`, parsed."""
     shown = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, text=True)
     if shown.returncode:
-        raise ConfigError(f"earlier_run: {path} at {commit}: {shown.stderr.strip() or 'not in the history'}")
+        raise ConfigError(f"{path} at commit {commit}: {shown.stderr.strip() or 'not in the history'}")
     return json.loads(shown.stdout)
 
 

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from common.claims.ledger import check_ledger, format_margin, format_ours, seed_count
 from common.claims.rules import VERDICTS
-from common.claims.since import RECORDS
 from common.errors import ArgumentParser, DataError, UserError
 from common.eval.report import replace_between_markers
 from common.io import atomic_file, load_json
 
 PAPERS = {"manticore": "Manticore", "blackmamba": "BlackMamba", "masked_mixers": "Masked Mixers"}
 BEGIN, END = "<!-- claims-page:begin -->", "<!-- claims-page:end -->"
+RECORDS = Path(__file__).resolve().parent / "records"  # earlier commits' verdicts (common.claims.since)
 
 
 def load_ledgers(root: Path) -> dict[str, list[dict] | None]:

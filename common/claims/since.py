@@ -10,25 +10,25 @@ with the reason its row gives now.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from common import stage_times
+from common.claims.earlier import committed_json
+from common.claims.page import PAPERS, RECORDS
 from common.claims.rules import VERDICTS
 from common.errors import ArgumentParser, DataError, exit_on_user_error
 from common.io import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = Path(__file__).resolve().parent / "records"
-PAPERS = ("manticore", "blackmamba", "masked_mixers")
 
 
 def git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-    if done.returncode:
-        raise DataError(f"git {' '.join(args)}: {done.stderr.strip() or 'failed'}")
-    return done.stdout
+    try:
+        return stage_times.git(*args, cwd=ROOT)
+    except subprocess.CalledProcessError as error:
+        raise DataError(f"git {' '.join(args)}: {error.stderr.strip() or 'failed'}") from None
 
 
 def verdicts_at(commit: str) -> dict:
@@ -38,7 +38,7 @@ def verdicts_at(commit: str) -> dict:
         path = f"papers/{paper}/results/claims.json"
         if path not in git("ls-tree", "-r", "--name-only", commit, f"papers/{paper}/results").splitlines():
             continue
-        claims = json.loads(git("show", f"{commit}:{path}"))["claims"]
+        claims = committed_json(ROOT, commit, path)["claims"]
         verdicts[paper] = {claim["id"]: claim["verdict"] for claim in claims}
         unknown = set(verdicts[paper].values()) - set(VERDICTS)
         if unknown:
@@ -51,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("commit", help="the commit whose ledgers to record")
     args = parser.parse_args(argv)
-    commit = git("rev-parse", "--short", f"{args.commit}^{{commit}}").strip()
+    commit = git("rev-parse", "--short", f"{args.commit}^{{commit}}")
     verdicts = verdicts_at(commit)
     if not verdicts:
         raise DataError(f"{commit}: no paper's ledger (papers/<paper>/results/claims.json) at that commit")
-    date = git("show", "-s", "--format=%cs", commit).strip()
+    date = git("show", "-s", "--format=%cs", commit)
     write_json(RECORDS / f"verdicts-{commit}.json", {"commit": commit, "date": date, "verdicts": verdicts})
     return 0
 
