@@ -71,15 +71,21 @@ def test_records_of_another_shape_are_one_line(records, tmp_path):
 
 def test_the_root_table_is_written_between_the_markers_and_nothing_else_moves(tmp_path, monkeypatch):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\nhand-written\n\n{BEGIN}\nstale\n{END}\n\nafter\n")
+    cuda = f"{readiness.CUDA_BEGIN}\nstale\n{readiness.CUDA_END}\n"
+    readme.write_text(f"# Title\n\nhand-written\n\n{BEGIN}\nstale\n{END}\n\nbetween\n\n{cuda}\nafter\n")
     monkeypatch.setitem(READMES, "root", str(readme))
+    monkeypatch.setattr(readiness, "CUDA_RECORDS", tmp_path / "records_cuda.json")
+    cuda_run = {"pipeline": "root", "date": "2026-11-28", "device": "GPU", "stage": "tokenize", "seconds": 10.5,
+                "peak_pss_mib": 611, "rc": 0}
+    readiness.CUDA_RECORDS.write_text(json.dumps([cuda_run]))
     records = tmp_path / "records.json"
     records.write_text(json.dumps([{"stage": "lm_baseline", "rc": 0, "seconds": 90, "peak_pss_mib": 2048,
                                     "date": "2026-11-26", "batch_rows": 2, "precision": "32-true"}]))
     assert readiness.main(["--pipelines", "root", "--records", str(records)]) == 0
     text = readme.read_text()
-    assert text.startswith("# Title\n\nhand-written\n\n") and text.endswith(f"{END}\n\nafter\n")
-    assert "stale" not in text
+    assert text.startswith("# Title\n\nhand-written\n\n") and f"{END}\n\nbetween\n\n" in text
+    assert text.endswith(f"{readiness.CUDA_END}\n\nafter\n") and "stale" not in text
+    assert "| GPU | 2026-11-28 | `tokenize` (root) | 10.5 s | 0.6 GiB | passed |  |" in text
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
     assert list(rows) == [f"`{stage}`" for stage in PIPELINES["root"][1]]
     assert "2.0 GiB, 1.5 min (2026-11-26, batches of 2, 32-true)" in rows["`lm_baseline`"]
@@ -149,3 +155,17 @@ def test_the_committed_gpu_records_name_rows_that_exist():
     named = dict(works(list(rows)))
     for key, record in rows.items():
         assert named[key].network == record["network"] and named[key].n_ctx == record["n_ctx"]
+
+
+def test_the_rehearsal_page_shows_every_committed_cuda_run():
+    from common.io import load_json
+
+    records = load_json(readiness.CUDA_RECORDS, "")
+    table = readiness.cuda_runs(records)
+    assert table in (readiness.ROOT / READMES["root"]).read_text(), "run `python -m rehearsal.readiness`"
+    assert table.count("\n| NVIDIA") == len(records)
+    record = {"device": "GPU", "date": "2026-11-28", "stage": "papers/blackmamba/dvc.yaml:train_compare",
+              "pipeline": "blackmamba", "seconds": 231.64, "peak_pss_mib": 84032, "rc": 0}
+    rows = readiness.cuda_runs([record, record | {"rc": 3, "note": "second call"}]).splitlines()[-2:]
+    row = "| GPU | 2026-11-28 | `train_compare` (blackmamba) | 231.6 s | 82.1 GiB |"
+    assert rows == [f"{row} passed |  |", f"{row} failed (rc 3) | second call |"]
