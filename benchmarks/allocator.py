@@ -60,29 +60,39 @@ def tiny(paper: str, section: str, cls: type[T]) -> T:
     return stage_config(load_yaml(PAPERS / paper / "params.yaml"), section, cls, "tiny")
 
 
-def blackmamba() -> LanguageModel:
+def blackmamba() -> tuple[LanguageModel, dict]:
     cfg = tiny("blackmamba", "train_compare", TrainCompareConfig)
-    return LanguageModel(model_configs(cfg, VOCAB, 256)["blackmamba"])
+    shape = {"d_model": cfg.blackmamba.d_model, "layers": cfg.blackmamba.n_layers, "experts": cfg.blackmamba.n_experts}
+    return LanguageModel(model_configs(cfg, VOCAB, 256)["blackmamba"]), shape
 
 
-def mixer_flat() -> nn.Module:
+def mixer_flat() -> tuple[nn.Module, dict]:
     sizes = tiny("masked_mixers", "models", ModelsConfig)
-    return build_model(sizes.spec("mixer_flat"), sizes, VOCAB)
+    return build_model(sizes.spec("mixer_flat"), sizes, VOCAB), {"d_model": sizes.d_model, "layers": sizes.n_layers}
 
 
-def manticore_specialists() -> Manticore:
+def manticore_specialists() -> tuple[Manticore, dict]:
     cfg = tiny("manticore", "components", ComponentsConfig)
+    names = ("gpt_neo", "mamba_instructions")
     components = [LanguageModel(from_dict(LMConfig, {**cfg.models[name], "vocab_size": VOCAB, "n_ctx": cfg.data.n_ctx},
-                                          where=name)) for name in ("gpt_neo", "mamba_instructions")]
-    return Manticore(components, ManticoreConfig(n_blocks=1, vocab_size=VOCAB))
+                                          where=name)) for name in names]
+    shape = {"d_model": components[0].cfg.d_model, "blocks": 1, "components": list(names)}
+    return Manticore(components, ManticoreConfig(n_blocks=shape["blocks"], vocab_size=VOCAB)), shape
 
 
-NETWORKS = {  # name -> (what builds it, batch, tokens per row), as the stages' `tiny` runs
+# name -> (what builds it and its shape, batch, tokens per row), as the stages' `tiny` runs; the page
+# reads each network's shape from the results, so it names what ran
+NETWORKS = {
     "blackmamba": (blackmamba, 16, 256),
     "mixer_flat": (mixer_flat, 16, 128),
     "manticore_specialists": (manticore_specialists, 16, 64),
 }
 SETTINGS = ("glibc_default", "keep_freed_memory")
+
+
+def shape(build) -> dict:
+    network, facts = build()
+    return {**facts, "parameters": sum(p.numel() for p in network.parameters())}
 
 
 def minor_faults() -> int:
@@ -100,7 +110,7 @@ def time_zero_fill(reps: int = 20) -> float:
 
 def time_training(build, batch: int, n_ctx: int, steps: int) -> dict:
     torch.manual_seed(0)
-    model = build().train()
+    model = build()[0].train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, VOCAB, (batch, n_ctx + 1))
     losses, times, warmup = [], [], 3
@@ -143,8 +153,8 @@ def main() -> None:
         runs[setting] = json.loads(done.stdout.strip().splitlines()[-1])
     base, kept = (runs[s] for s in SETTINGS)
     out = {
-        "config": {"steps": args.steps, "threads": 1, "networks": {n: {"batch": b, "n_ctx": t} for n, (_, b, t)
-                                                                    in NETWORKS.items()}},
+        "config": {"steps": args.steps, "threads": 1, "networks": {n: {"batch": b, "n_ctx": t, **shape(build)}
+                                                                    for n, (build, b, t) in NETWORKS.items()}},
         "environment": {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
                         "libc": "-".join(platform.libc_ver()), "load_average_after": os.getloadavg()},
         "zero_fill_67mb_ms": {s: runs[s]["zero_fill_67mb_ms"] for s in SETTINGS},

@@ -173,8 +173,10 @@ def manticore_overhead(r: dict) -> list[str]:
 
 def parallel_runs(r: dict) -> list[str]:
     c, s, split = r["config"], r["seconds"], r["where_time_goes"]
+    models = ", ".join(f"{name} ({c['patterns'][name].replace(',', ' + ')}, d={c['d_model'][name]})"
+                       for name in c["models"])
     name = (f"A stage's independent runs: {len(c['seeds'])} seeds × {len(c['models'])} models "
-            f"({', '.join(c['models'])}; d=64), {c['steps']} MAD steps each (`parallel_runs`, `common/parallel.py`)")
+            f"({models}), {c['steps']} MAD steps each (`parallel_runs`, `common/parallel.py`)")
     ours = f"2 worker processes × 1 thread: {seconds(s['two_workers_one_thread'])}"
     return [row(name, ours, "the same runs one after another with 2 threads (how stages ran them): "
                             f"{seconds(s['serial_two_threads'])}",
@@ -187,15 +189,24 @@ def parallel_runs(r: dict) -> list[str]:
                 + f"; {significant(split['speedup_without_start_up_and_idle'])}× without start-up and idle", "≥ 1.8×")]
 
 
-ALLOCATOR_NETWORKS = {"mixer_flat": "flat mixer d=64, 4 layers", "blackmamba": "BlackMamba d=128, 4 layers",
-                      "manticore_specialists": "Manticore `specialists` hybrid (GPT-Neo + Mamba, d=64, 1 block)"}
+ALLOCATOR_NETWORKS = {"mixer_flat": "flat mixer", "blackmamba": "BlackMamba",
+                      "manticore_specialists": "Manticore `specialists` hybrid"}
+
+
+def network_shape(shape: dict) -> str:
+    """A network's shape as the benchmark recorded it, e.g. "d=64, 4 layers, 0.41M parameters"."""
+    parts = [f"d={shape['d_model']}"]
+    parts += [f"{shape[key]} {key}" for key in ("layers", "experts") if key in shape]
+    if "components" in shape:
+        parts.append(f"{' + '.join(shape['components'])}, {shape['blocks']} block{'s' * (shape['blocks'] != 1)}")
+    return ", ".join(parts + [f"{shape['parameters'] / 1e6:.2f}M parameters"])
 
 
 def allocator(r: dict) -> list[str]:
     lines = []
     for k, (network, what) in enumerate(ALLOCATOR_NETWORKS.items()):
         run, shape = r["training"][network], r["config"]["networks"][network]
-        name = what + f", {shape['batch']}×{shape['n_ctx']}"
+        name = f"{what} ({network_shape(shape)}), {shape['batch']}×{shape['n_ctx']}"
         if k == 0:
             name = (f"Training step, {r['config']['threads']} thread, `tiny` shapes (`allocator`, "
                     f"`common/training/trainer.py:keep_freed_memory`, set by every training run): {name}")

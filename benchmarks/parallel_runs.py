@@ -103,7 +103,9 @@ def main() -> None:
     parallel, results = timed_jobs(args.steps, workers=2, threads=1)
     split = where_time_goes(parallel, reference, results)
     out = {
-        "config": {"steps": args.steps, "jobs": 6, "models": list(MODELS), "seeds": [0, 1, 2]},
+        "config": {"steps": args.steps, "jobs": 6, "models": list(MODELS), "seeds": [0, 1, 2],
+                   "d_model": {name: cfg.d_model for name, cfg in MODELS.items()},
+                   "patterns": {name: cfg.pattern for name, cfg in MODELS.items()}},
         "environment": {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
                         "load_average_after": os.getloadavg()},
         "seconds": {"serial_two_threads": serial_2, "serial_one_thread": serial_1, "two_workers_one_thread": parallel},
