@@ -198,3 +198,13 @@ def test_the_seed_table_reads_the_distance_to_the_boundary_from_the_ledger():
     assert sized(entry) is None
     assert sized({**entry, "margin": 1.0}) == 3
     assert sized({**entry, "why": "a model is not measurably above chance"}) == "-"
+
+
+def test_an_interval_spanning_zero_says_how_many_seeds_would_decide_it():
+    # mean 0.1, sd 0.1 (by hand): at n seeds the half-width is t(n-1) * 0.1 / sqrt(n); it first falls
+    # below 0.1 at n = 7 (t(6) = 2.447: 0.0925), not at n = 6 (t(5) = 2.571: 0.105)
+    verdict, why = judge_difference([0.0, 0.1, 0.2], +1)
+    assert verdict == "inconclusive" and why.endswith("at this mean and spread 7 seeds would decide it "
+                                                      "(`python -m common.claims.seeds`)")
+    verdict, why = judge_difference([0.1, -0.1, 0.0], +1)  # mean 0: no count of seeds separates it
+    assert verdict == "inconclusive" and "no count up to 10 seeds would decide it: not worth more seeds here" in why

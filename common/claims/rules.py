@@ -122,7 +122,8 @@ def judge_difference(differences: Sequence[float], claimed_sign: Literal[1, -1],
         return undecidable
     low, high = interval(differences)
     if low <= 0 <= high:
-        return "inconclusive", f"the {LEVEL:.0%} interval of the difference [{low:.4g}, {high:.4g}] spans zero"
+        return "inconclusive", (f"the {LEVEL:.0%} interval of the difference [{low:.4g}, {high:.4g}] spans zero; "
+                                f"{_seeds_needed(differences)}")
     if (low > 0) != (claimed_sign > 0):
         return "not reproduced", f"the interval [{low:.4g}, {high:.4g}] excludes zero on the opposite side"
     mean = statistics.fmean(differences)
@@ -261,6 +262,15 @@ def seeds_to_separate(std: float, distance: float, level: float = LEVEL, cap: in
         if stats.t.ppf(0.5 + level / 2, n - 1) * std / math.sqrt(n) < distance:
             return n
     return None
+
+
+def _seeds_needed(differences: Sequence[float]) -> str:
+    """What more seeds would buy an interval that spans zero, were its mean and spread to hold; a row
+    that would need more than SEED_CAP says it is not worth them."""
+    need = seeds_to_separate(statistics.stdev(differences), abs(statistics.fmean(differences)))
+    if need is None:
+        return f"at this mean and spread no count up to {SEED_CAP} seeds would decide it: not worth more seeds here"
+    return f"at this mean and spread {need} seeds would decide it (`python -m common.claims.seeds`)"
 
 
 def seeds_to_decide(share: float, level: float = LEVEL) -> int:
