@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from common.errors import ArgumentParser, DataError, exit_on_user_error
-from common.eval.report import replace_between_markers
-from common.io import atomic_file, load_json, write_json
+from common.eval.report import replace_between_markers, write_readme
+from common.io import load_json, write_json
 from common.parallel import JOB_SECONDS
 
 log = logging.getLogger("stage_times")
@@ -90,6 +90,12 @@ def git(*args: str, cwd: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def checkout(cwd: Path = ROOT) -> tuple[str, bool]:
+    """The checkout's short commit, and whether its tracked files are as committed."""
+    return git("rev-parse", "--short", "HEAD", cwd=cwd), not git("status", "--porcelain", "--untracked-files=no",
+                                                                   cwd=cwd)
+
+
 def run(pipeline: str, out: Path, force: bool = False) -> int:
     """`dvc repro` of the pipeline (every stage with `force`), its output passed through, each stage
     timed; the record to `out`."""
@@ -100,7 +106,7 @@ def run(pipeline: str, out: Path, force: bool = False) -> int:
     # Stage commands call `python`: this interpreter's, as under `make`.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     # The tree as the run found it: the run itself rewrites locks and results.
-    commit, clean = git("rev-parse", "--short", "HEAD"), not git("status", "--porcelain", "--untracked-files=no")
+    commit, clean = checkout()
     started, lines = time.monotonic(), []
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, bufsize=1) as process:
@@ -237,9 +243,7 @@ def workers(records: dict[str, dict]) -> str:
 
 
 def write_between(page: Path, begin: str, end: str, body: str) -> None:
-    text = replace_between_markers(page.read_text(), begin, end, body)
-    with atomic_file(page, "w") as handle:
-        handle.write(text)
+    write_readme(page, replace_between_markers(page.read_text(), begin, end, body))
 
 
 def render() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from common.errors import ArgumentParser, DataError, exit_on_user_error
 from common.io import load_json, write_json
-from common.stage_times import ROOT, git, machine, write_between
+from common.stage_times import ROOT, checkout, machine, write_between
 
 log = logging.getLogger("test_times")
 RECORD = ROOT / "timings" / "tests.json"
@@ -44,7 +44,7 @@ def run(tiers: list[str], record_path: Path) -> int:
     """`make <tier>` for each tier in turn, its output passed through, each timed; each passing tier's
     entry into the record. Stops at the first tier that fails."""
     record = load_json(record_path, "") if record_path.is_file() else {}
-    commit, clean = git("rev-parse", "--short", "HEAD"), not git("status", "--porcelain", "--untracked-files=no")
+    commit, clean = checkout()
     for tier in tiers:
         started, lines = time.monotonic(), []
         with subprocess.Popen(["make", tier], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -193,11 +193,11 @@ def moved_verdicts(here: Path, other: Path, pipeline: str) -> list[dict]:
 def commit_of(checkout: Path) -> str | None:
     """The checkout's commit, "+" when its tracked files hold changes (a run rewrites results), or
     None outside git."""
-    from common.stage_times import git
+    from common.stage_times import checkout as state
 
     try:
-        changed = git("status", "--porcelain", "--untracked-files=no", cwd=checkout)
-        return git("rev-parse", "--short", "HEAD", cwd=checkout) + ("+" if changed else "")
+        commit, clean = state(checkout)
+        return commit + ("" if clean else "+")
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
 

@@ -60,11 +60,10 @@ def body(records: dict[str, dict]) -> str:
 
 
 def load_records() -> dict[str, dict]:
-    folder = RECORDS
     records = {path.stem: load_json(path, "rewrite it with `python -m reruns.compare OTHER --record FILE`")
-               for path in sorted(folder.glob("*.json"))}
+               for path in sorted(RECORDS.glob("*.json"))}
     if not records:
-        raise DataError(f"{folder}: no records; write one with `python -m reruns.compare OTHER --record FILE`")
+        raise DataError(f"{RECORDS}: no records; write one with `python -m reruns.compare OTHER --record FILE`")
     return records
 
 

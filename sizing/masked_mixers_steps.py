@@ -20,9 +20,8 @@ from pathlib import Path
 
 from common.config import load_yaml, stage_config
 from common.errors import ArgumentParser, DataError, exit_on_user_error
-from common.eval.report import replace_between_markers
-from common.io import atomic_file, load_json, write_json
-from common.stage_times import git, machine
+from common.io import load_json, write_json
+from common.stage_times import checkout, machine, write_between
 from papers.masked_mixers.models import ModelsConfig
 from papers.masked_mixers.runs import chance_loss, train_section
 from papers.masked_mixers.shared import vocab_size
@@ -58,8 +57,8 @@ def run(data: Path, tokenizer: Path, run_dir: Path, out: Path) -> None:
     params = load_yaml(ROOT / "papers" / "masked_mixers" / "params.yaml")
     sizes = stage_config(params, "models", ModelsConfig, "tiny")
     vocab = vocab_size(tokenizer)
-    record = {"which": WHICH, "commit": git("rev-parse", "--short", "HEAD"),
-              "tree_clean": not git("status", "--porcelain", "--untracked-files=no"), "machine": machine(),
+    commit, clean = checkout()
+    record = {"which": WHICH, "commit": commit, "tree_clean": clean, "machine": machine(),
               "steps": STEPS, "val_every": VAL_EVERY, "chance_loss": round(chance_loss(data, vocab, sizes.n_ctx), 4),
               "sections": {}}
     for section in SECTIONS:
@@ -110,9 +109,7 @@ def page() -> None:
     record = load_json(RECORD, hint)
     if record.get("which") != WHICH:
         raise DataError(f"{RECORD}: not a step-count sizing record; rewrite it with {hint}")
-    text = replace_between_markers(PAGE.read_text(), BEGIN, END, table(record, load_json(CLM_RESULTS, "dvc repro clm")))
-    with atomic_file(PAGE, "w") as handle:
-        handle.write(text)
+    write_between(PAGE, BEGIN, END, table(record, load_json(CLM_RESULTS, "dvc repro clm")))
 
 
 @exit_on_user_error

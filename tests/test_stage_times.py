@@ -135,7 +135,7 @@ def test_force_runs_every_stage_and_the_record_says_so(tmp_path, monkeypatch):
             return False
 
     monkeypatch.setattr(stage_times.subprocess, "Popen", FakeRepro)
-    monkeypatch.setattr(stage_times, "git", lambda *args: "")  # git runs through Popen as well
+    monkeypatch.setattr(stage_times, "git", lambda *args, **kwargs: "")  # git runs through Popen as well
     assert stage_times.main(["run", "root", "--force", "--out", str(tmp_path / "forced.json")]) == 0
     assert stage_times.main(["run", "root", "--out", str(tmp_path / "kept.json")]) == 0
     assert [command[3:] for command in FakeRepro.commands] == [["repro", "-f", "dvc.yaml"], ["repro", "dvc.yaml"]]

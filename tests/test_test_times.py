@@ -35,7 +35,7 @@ class FakeMake:
 
 def test_each_passing_tier_gets_an_entry_and_a_failing_one_stops_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(test_times.subprocess, "Popen", FakeMake)
-    monkeypatch.setattr(test_times, "git", lambda *args: "abc1234")
+    monkeypatch.setattr(test_times, "checkout", lambda: ("abc1234", True))
     monkeypatch.setattr(test_times, "machine", lambda: MACHINE)
     out = tmp_path / "tests.json"
     out.write_text(json.dumps({"test-slow": {"seconds": 1.0, "pytest": "kept"}}))
