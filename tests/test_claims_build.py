@@ -313,3 +313,22 @@ def test_a_claim_scoped_to_other_profiles_has_no_row_here():
     evidence = Evidence(difference=[0.5, 0.5, 0.6], chance=5.0)
     assert build(spec_of(scoped), evidence, "tiny") == {}
     assert build(spec_of(scoped), evidence, "paper")["c"]["verdict"] == "reproduced"
+
+
+def test_a_learning_rate_check_names_the_model_that_does_better_elsewhere():
+    """Worked by hand: the mixer's own rate (0.002, loss 3.0) beats 0.001 (3.2) and 0.004 (3.1); the
+    transformer's own 0.002 (3.5) loses to 0.004 (3.4). A model the check did not train is said
+    unchecked, a check of another rate asks for a rerun, and no rates gate nothing."""
+    from common.claims.build import learning_rates
+
+    check = {"seed": 0, "rates": [0.001, 0.002, 0.004], "own_lr": {"mixer": 0.002, "transformer": 0.002},
+             "final_val_loss": {"mixer": {"0.001": 3.2, "0.004": 3.1}, "transformer": {"0.001": 3.6, "0.004": 3.4}}}
+    said, failure = learning_rates(check, {"mixer": 0.002}, {"mixer": 3.0})
+    assert said == "mixer at lr 0.002, each its best of 0.001, 0.002, 0.004 at seed 0" and failure is None
+    said, failure = learning_rates(check, {"mixer": 0.002, "transformer": 0.002}, {"mixer": 3.0, "transformer": 3.5})
+    assert failure == "transformer does better at lr 0.004 than at its 0.002 (lr_check)"
+    said, failure = learning_rates(check, {"mixer": 0.002, "variant": 0.002}, {"mixer": 3.0, "variant": 3.3})
+    assert said.endswith("; variant unchecked") and failure is None
+    assert "rerun it" in learning_rates(check, {"mixer": 0.004}, {"mixer": 3.0})[1]
+    assert learning_rates({**check, "rates": []}, {"mixer": 0.002}, {"mixer": 3.0}) == (
+        "mixer at lr 0.002, rates unchecked", None)

@@ -13,7 +13,8 @@ from nbclient import NotebookClient
 from tests.test_dvc import _run, copy_checkout
 
 STAGES = ("clm", "norms", "mixer_variants", "train_test_gap", "one_step", "context_length", "representation",
-          "generation", "autoencoders", "bidirectional", "summaries", "retrieval", "memory", "expansion", "report")
+          "generation", "autoencoders", "bidirectional", "lr_check", "summaries", "retrieval", "memory", "expansion",
+          "report")
 RESULTS = "papers/masked_mixers/results"
 
 
@@ -60,6 +61,15 @@ def test_smoke_pipeline_runs_every_stage_and_the_notebook_reads_it(tmp_path):
     assert gap["train_rows"] == 8 and gap["epochs"] > 1, "the subset comes round more than once"
     assert all(run["gap"] == pytest.approx(run["scored_val_loss"] - run["scored_train_loss"], abs=2e-4)
                for model in gap["models"].values() for run in model["seeds"].values())
+    check = json.loads((results / "lr_check.json").read_text())["sections"]
+    assert set(check) == {"clm", "autoencoders", "bidirectional"}
+    for section, checked in check.items():
+        trained = json.loads((results / f"{section}.json").read_text())
+        assert checked["factors"] == [1, 2] and checked["own_lr"] == trained["lr"]
+        assert {name: list(losses) for name, losses in checked["final_val_loss"].items()} == {
+            name: [f"{2 * lr:g}"] for name, lr in trained["lr"].items()}, "each model at twice its own rate, only"
+    doubled = 2 * check["clm"]["own_lr"]["mixer_flat"]
+    assert (repo / f"data/masked_mixers/lr_check/clm/mixer_flat/lr{doubled:g}").is_dir()
     rep = json.loads((results / "representation.json").read_text())["results"]
     assert set(rep) == {"untrained/d16_l2", "untrained/d32_l2", "trained/d16_l2"}
     assert set(rep["untrained/d32_l2"]["llama_h4"]["2"]) == {"full", "last_token"}

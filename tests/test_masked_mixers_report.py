@@ -435,3 +435,22 @@ def test_a_shorter_window_is_judged_on_the_gap_against_the_clm_gap_of_the_same_s
     results["clm"]["steps"] = 300
     with pytest.raises(ValueError, match="different steps or seeds"):
         judged("blog-short-context-favours-mixer", results)
+
+
+def test_a_model_that_does_better_at_a_checked_rate_gates_the_rows_that_compare_it():
+    """The learning-rate check: the row stands while each model's own rate is its best of the checked
+    ones, says so in its context, and is inconclusive, naming the rate, once the Llama's seed 0 does
+    better at another."""
+    clm = {**_results({"mixer_flat": [1.21, 1.23, 1.20], "llama_h4": [1.10, 1.12, 1.09]},
+                      {"mixer_flat": 0.25, "llama_h4": 0.25}), "lr": {"mixer_flat": 0.002, "llama_h4": 0.002}}
+    check = {"profile": "tiny", "sections": {"clm": {
+        "seed": 0, "factors": [0.5, 1, 2], "own_lr": {"mixer_flat": 0.002, "llama_h4": 0.002},
+        "final_val_loss": {"mixer_flat": {"0.001": 1.30, "0.004": 1.25}, "llama_h4": {"0.001": 1.20, "0.004": 1.15}}}}}
+    row = judged("clm-mixer-vs-llama", {"clm": clm, "lr_check": check})
+    assert row["verdict"] == "reproduced"
+    assert "mixer_flat at lr 0.002, llama_h4 at lr 0.002, each its best of 0.5, 1, 2 times its rate at seed 0" in \
+        row["context"]
+    check["sections"]["clm"]["final_val_loss"]["llama_h4"]["0.004"] = 1.05
+    row = judged("clm-mixer-vs-llama", {"clm": clm, "lr_check": check})
+    assert row["verdict"] == "inconclusive"
+    assert "llama_h4 does better at lr 0.004 than at its 0.002 (lr_check)" in row["why"]

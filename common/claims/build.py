@@ -124,6 +124,37 @@ def on_common_seeds(*models: dict) -> list[dict]:
     return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
 
 
+def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, float]) -> tuple[str, str | None]:
+    """The rates the models trained at and what a learning-rate check found, in words, and a
+    failure when a model did better at a checked rate than at its own, or the check was of another
+    rate than the model trained at. `check`: the check's seed, its `rates` (or `factors` of each
+    model's own rate), each model's `own_lr` and its `final_val_loss` at each other rate (keyed by
+    the rate; a paper's `lr_check` stage writes these); `own_lr` and `own_loss`: each compared
+    model's rate and its final validation loss at the check's seed, as the comparison trained it. A
+    model the check did not train is said to be unchecked."""
+    trained = ", ".join(f"{name} at lr {lr:g}" for name, lr in own_lr.items())
+    tried = check.get("factors") or check.get("rates")
+    if not tried:
+        return trained + ", rates unchecked", None
+    unchecked = [name for name in own_lr if name not in check["own_lr"]]
+    if stale := [name for name in own_lr if name not in unchecked and check["own_lr"][name] != own_lr[name]]:
+        return trained, f"lr_check checked {stale[0]} against another rate than it trained at; rerun it"
+    best = {}
+    for name in own_lr:
+        if name not in unchecked:
+            losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
+            losses[own_lr[name]] = own_loss[name]
+            best[name] = min(losses, key=losses.get)
+    rates = ", ".join(f"{rate:g}" for rate in tried) + (" times its rate" if "factors" in check else "")
+    said = f"{trained}, each its best of {rates} at seed {check['seed']}"
+    if unchecked:
+        said = (f"{trained}; {', '.join(best)} each its best of {rates} at seed {check['seed']}; "
+                f"{', '.join(unchecked)} unchecked") if best else f"{trained}, unchecked"
+    worse = [f"{name} does better at lr {rate:g} than at its {own_lr[name]:g}" for name, rate in best.items()
+             if rate != own_lr[name]]
+    return said, "; ".join(worse) + " (lr_check)" if worse else None
+
+
 def load_spec(path: Path) -> dict[str, Any]:
     """A paper's `claims.yaml`, checked: a spec error is one line naming the claim and the key."""
     if not path.is_file():

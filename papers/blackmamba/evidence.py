@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.claims.build import Evidence, history_curves, on_common_seeds
+from common.claims.build import Evidence, history_curves, learning_rates, on_common_seeds
 from common.claims.rules import above_chance, gap_changes, paired_differences
 
 
@@ -56,25 +56,11 @@ def sinkhorn_iterations(results: dict) -> Evidence:
 
 
 def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
-    """The rates the models trained at and what `lr_check` found, in words, and a failure when a
-    model did better at a checked rate than at its own (or the check is of other rates)."""
+    """The compared models' rates and what `lr_check` found (`build.learning_rates`)."""
     train, check = results["train_compare"], results["lr_check"]
-    own = {name: train["models"][name]["lr"] for name in names}
-    trained = ", ".join(f"{name} at lr {own[name]:g}" for name in names)
-    if not check["rates"]:
-        return trained + ", rates unchecked", None
-    if stale := [name for name in names if check["own_lr"][name] != own[name]]:
-        return trained, f"lr_check checked {stale[0]} against another rate than it trained at; rerun it"
-    best = {}
-    for name in names:
-        losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
-        losses[own[name]] = train["models"][name]["seeds"][str(check["seed"])]["final_val_loss"]
-        best[name] = min(losses, key=losses.get)
-    rates = ", ".join(f"{rate:g}" for rate in check["rates"])
-    worse = [f"{name} does better at lr {best[name]:g} than at its {own[name]:g}" for name in names
-             if best[name] != own[name]]
-    return (f"{trained}, each its best of {rates} at seed {check['seed']}",
-            "; ".join(worse) + " (lr_check)" if worse else None)
+    seed = str(check["seed"])
+    return learning_rates(check, {name: train["models"][name]["lr"] for name in names},
+                          {name: train["models"][name]["seeds"][seed]["final_val_loss"] for name in names})
 
 
 def flops_saving(results: dict, baseline: str) -> Evidence:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from common.claims.build import Evidence, history_curves, on_common_seeds
+from common.claims.build import Evidence, history_curves, learning_rates, on_common_seeds
 from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
 
 TOP5 = 5
@@ -48,6 +48,31 @@ def _learned(*arms: tuple[list[float], dict]) -> bool:
     return all(above_chance(values, stage["chance_loss"], higher_is_better=False) for values, stage in arms)
 
 
+def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
+    """The rates of the models `stage:model` that a comparison section trained and `lr_check` checks,
+    in words, and a failure when one did better at another rate (`build.learning_rates`). Models of
+    other sections (those that borrow clm's recipe: norms, mixer_variants, ...) are said unchecked;
+    results without the check (an earlier run's) leave every rate unchecked."""
+    check = results.get("lr_check", {}).get("sections", {})
+    said, failures = [], []
+    for stage in dict.fromkeys(name.split(":")[0] for name in names):
+        models = [name.split(":")[1] for name in names if name.startswith(f"{stage}:")]
+        section = results[stage]
+        if "lr" not in section:  # results from before the rates were recorded
+            continue
+        own = {model: section["lr"][model] for model in models}
+        if stage not in check:  # a section the check does not read
+            said.append(", ".join(f"{stage}'s {model} at lr {lr:g}" for model, lr in own.items()) + ", unchecked")
+            continue
+        seed = str(check[stage]["seed"])
+        words, failure = learning_rates(check[stage], own,
+                                        {model: section["models"][model]["seeds"][seed]["val_loss"]
+                                         for model in models})
+        said.append(words)
+        failures += [failure] if failure else []
+    return "; ".join(said) or "rates unchecked", "; ".join(failures) or None
+
+
 def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
     """Validation loss a - b per seed at equal steps (`relative`: a / b - 1), with the gap's late
     movement for settling; facts: the steps, and each model's forward FLOPs per row over the
@@ -71,9 +96,10 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
         if "forward_flops_per_row" in model:  # a mixer_variants model
             baseline = results["mixer_variants"]["baseline"]["forward_flops_per_row"]
             facts[f"{side}_cost"] = model["forward_flops_per_row"] / baseline
+    rates, failure = _learning_rates(results, a, b)
     return Evidence(arms={a: va, b: vb}, difference=difference, changes=gap_changes(curves_a, curves_b),
-                    learned=_learned((va, stage_a), (vb, stage_b)),
-                    chance=stage_a["chance_loss"], facts=facts)
+                    learned=_learned((va, stage_a), (vb, stage_b)), chance=stage_a["chance_loss"],
+                    failure=failure, facts={**facts, "learning_rates": rates})
 
 
 def one_step_parity(results: dict) -> Evidence:
@@ -99,7 +125,9 @@ def gap_of_gaps(results: dict, a: str, b: str, c: str, d: str) -> Evidence:
                     difference=paired_differences(gap_first, gap_second),
                     changes=paired_differences(first.changes, second.changes), learned=first.learned and second.learned,
                     chance=stage_a["chance_loss"],
-                    facts={"first_mean": statistics.fmean(gap_first), "first": _shown(gap_first),
+                    failure="; ".join(filter(None, (first.failure, second.failure))) or None,
+                    facts={"learning_rates": f"{first.facts['learning_rates']}; {second.facts['learning_rates']}",
+                           "first_mean": statistics.fmean(gap_first), "first": _shown(gap_first),
                            "second": _shown(gap_second), "half_second": abs(statistics.fmean(gap_second)) / 2,
                            "steps": stage_a["steps"], "short": stage_a["sizes"]["n_ctx"],
                            "long": stage_c["sizes"]["n_ctx"], "short_batch": stage_a["batch_size"],

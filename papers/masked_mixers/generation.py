@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     spec = sizes.spec(names[early])
     stopped = train_network(partial(build_model, spec, sizes, vocab), vocab_size=vocab, data_dir=args.data,
                             n_ctx=sizes.n_ctx, run_dir=run_dir_of(args.run_dir, names[early], cfg.seed),
-                            optim=clm.optim, trainer_cfg=replace(clm.trainer, val_every_n_steps=cfg.check_every),
+                            optim=clm.optim_of(names[early]),
+                            trainer_cfg=replace(clm.trainer, val_every_n_steps=cfg.check_every),
                             batch_size=clm.batch_size, seed=cfg.seed,
                             run_config={"arch": asdict(spec), "sizes": asdict(sizes), "stop_at": target},
                             callbacks=[StopAtLoss(target)])

@@ -105,6 +105,7 @@ STAGES: dict[str, Callable[[], list[Work]] | str] = {
     "generation": mm_generation,
     "autoencoders": lambda: _mm_trained("autoencoders"),
     "bidirectional": lambda: _mm_trained("bidirectional"),
+    "lr_check": "no rates checked at this profile (the official code's rates)",
     "summaries": mm_summaries,
     "retrieval": mm_retrieval,
     "memory": "timed forward and backward passes, not a budget",

@@ -120,6 +120,29 @@ def retrieval(ret: dict) -> str:
     return "\n".join(lines)
 
 
+def lr_check(res: dict) -> str:
+    """The learning-rate check, per comparison section: each model's first seed at multiples of its rate."""
+    checked = {name: section for name, section in res["sections"].items() if section["factors"] and
+               section["final_val_loss"]}
+    if not checked:
+        return f"No rates checked at `{res['profile']}`: every model trains at its section's rate in params."
+    lines = []
+    for name, section in checked.items():
+        factors = section["factors"]
+        lines += [f"`{name}`: final validation loss of seed {section['seed']} at each multiple of the model's own "
+                  f"rate; at x1 it is `{name}`'s run of that seed.", "",
+                  "| model | own lr | " + " | ".join(f"x{factor:g}" for factor in factors) + " |",
+                  "|---|---|" + "---|" * len(factors)]
+        for model, losses in section["final_val_loss"].items():
+            own = section["own_lr"][model]
+            cells = [name if factor == 1 else f"{losses[f'{own * factor:g}']:.3f} (lr {own * factor:g})"
+                     for factor in factors]
+            lines.append(f"| {model} | {own:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines + ["A model that does better at another rate gates the claims that compare it (the "
+                               "ledger says which); the mixer variants train at the flat mixer's rate."])
+
+
 def generation(gen: dict) -> str:
     ms = gen["ms_per_token"]
     chosen = "; ".join(f"{role} `{c['model']}` at step {c['step']}, validation loss {c['val_loss']:.3f}"
@@ -135,7 +158,8 @@ def generation(gen: dict) -> str:
 
 TABLES = {"claims": claims_table, "clm": losses, "norms": losses, "mixer_variants": variants,
           "train_test_gap": train_test_gap, "one_step": losses, "context_length": losses, "autoencoders": losses,
-          "bidirectional": losses, "representation": representation, "retrieval": retrieval, "generation": generation}
+          "bidirectional": losses, "lr_check": lr_check, "representation": representation, "retrieval": retrieval,
+          "generation": generation}
 
 
 def main(argv: list[str] | None = None) -> None:

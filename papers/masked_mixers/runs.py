@@ -76,7 +76,7 @@ def train_section(cfg: CompareConfig, sizes: ModelsConfig, vocab: int, data: Pat
     made even when there is no run: DVC expects a stage's output directory."""
     run_root.mkdir(parents=True, exist_ok=True)
     jobs = [dict(name=name, seed=seed, spec=sizes.spec(name), sizes=sizes, vocab=vocab, data=data,
-                 run_dir=run_dir_of(run_root, name, seed), optim=cfg.optim, trainer=cfg.trainer,
+                 run_dir=run_dir_of(run_root, name, seed), optim=cfg.optim_of(name), trainer=cfg.trainer,
                  batch_size=cfg.batch_size, build=build, shift_labels=shift_labels)
             for name in cfg.models for seed in cfg.seeds_of(name)]
     results = iter(run_jobs(train_one, jobs, cfg.trainer.job_workers(cfg.workers)))
@@ -112,14 +112,15 @@ def chance_loss(data: Path, vocab: int, n_ctx: int) -> float:
 
 def write_results(results: Path, section: str, profile: str, cfg: CompareConfig, sizes: ModelsConfig, vocab: int,
                   data: Path, models: dict, extra: dict, detail: str = "") -> None:
-    """`<section>.json` (the section's settings, `extra`, the chance loss and `models`) and
-    `<section>_loss.png` (validation curves over seeds) in `results`."""
+    """`<section>.json` (the section's settings with its optimizer and each model's rate, `extra`, the
+    chance loss and `models`) and `<section>_loss.png` (validation curves over seeds) in `results`."""
     results.mkdir(parents=True, exist_ok=True)
     plot_seed_curves(models, results / f"{section}_loss.png",
                      f"{section} ({profile}): {detail}d_model {sizes.d_model}, {sizes.n_layers} layers, "
                      f"{len(cfg.seeds)} seeds")
     write_json(results / f"{section}.json", {
-        "profile": profile, "steps": cfg.trainer.max_steps, "batch_size": cfg.batch_size, "seeds": cfg.seeds,
+        "profile": profile, "steps": cfg.trainer.max_steps, "batch_size": cfg.batch_size, "optim": asdict(cfg.optim),
+        "lr": {name: cfg.optim_of(name).lr for name in cfg.models}, "seeds": cfg.seeds,
         **({"extra_seeds": cfg.extra_seeds} if cfg.extra_seeds else {}),
         **extra, "late_fraction": LATE_FRACTION, "chance_loss": round(chance_loss(data, vocab, sizes.n_ctx), 4),
         "sizes": {"d_model": sizes.d_model, "n_layers": sizes.n_layers, "n_ctx": sizes.n_ctx}, "vocab_size": vocab,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import lightning as L
@@ -53,6 +53,9 @@ class CompareConfig:
     extra_seeds: dict[str, list[int]] = field(default_factory=dict)
     batch_size: int = bounded(16, ge=1)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    # A model's learning rate where it is not `optim.lr`: each its best of the rates the `lr_check`
+    # stage tried.
+    model_lr: dict[str, float] = field(default_factory=dict)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def check(self) -> None:
@@ -62,11 +65,19 @@ class CompareConfig:
         check_distinct(self.models, "models", at_least=2 if self.models else 0)
         check_distinct(self.seeds, "seeds")
         check_extra_seeds(self.extra_seeds, self.models)
+        if unknown := [name for name in self.model_lr if name not in self.models]:
+            raise ConfigError(f"model_lr.{unknown[0]}: not a model of this section; allowed: {', '.join(self.models)}")
+        if bad := {name: lr for name, lr in self.model_lr.items() if not lr > 0}:
+            raise ConfigError(f"model_lr: learning rates must be positive; got {bad}")
         if self.trainer.max_steps is None or self.trainer.max_time_s is not None:
             raise ConfigError("trainer: runs are compared at equal steps; set max_steps and leave max_time_s unset")
 
     def seeds_of(self, name: str) -> list[int]:
         return self.seeds + [seed for seed in self.extra_seeds.get(name, []) if seed not in self.seeds]
+
+    def optim_of(self, name: str) -> OptimConfig:
+        """The section's optimizer at the model's own rate."""
+        return replace(self.optim, lr=self.model_lr.get(name, self.optim.lr))
 
 
 def train_network(build: Callable[[], nn.Module], *, vocab_size: int, data_dir: Path, n_ctx: int, run_dir: Path,

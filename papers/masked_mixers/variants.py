@@ -72,7 +72,10 @@ def load_section(params_path: Path) -> tuple[CompareConfig, ModelsConfig, str, s
             raise ConfigError(f"mixer_variants.models: {name} has kind {kind!r}; only causal language models "
                               f"(kind 'lm') compare with {own.baseline}")
     check_extra_seeds(own.extra_seeds, own.models)
-    return replace(recipe, models=own.models, extra_seeds=own.extra_seeds), sizes, profile, own.baseline
+    # Each variant at the baseline's rate: the rate the check found for the flat mixer.
+    lr = recipe.optim_of(own.baseline).lr
+    return (replace(recipe, models=own.models, extra_seeds=own.extra_seeds, model_lr=dict.fromkeys(own.models, lr)),
+            sizes, profile, own.baseline)
 
 
 def forward_flops(spec: ArchSpec, sizes: ModelsConfig, vocab: int) -> int:
