@@ -147,6 +147,13 @@ def test_a_computed_check_that_failed_gates_its_row():
     assert row["verdict"] == "inconclusive" and row["why"].startswith("the retrieval control is at chance")
 
 
+def test_a_computed_check_is_the_rows_control_unless_the_claim_names_one():
+    evidence = Evidence(difference=[0.5, 0.5, 0.6], chance=5.0, control="the retrieval control retrieves")
+    assert build(spec_of(claim()), evidence)["c"]["control"] == "the retrieval control retrieves"
+    named = build(spec_of(claim(id="first"), claim(control="first")), evidence)
+    assert named["c"]["control"] == "first" and named["c"]["verdict"] == "reproduced"
+
+
 @pytest.mark.parametrize(("parts", "verdict"), [
     ({"x": [0.5, 0.6, 0.55], "y": [0.3, 0.31, 0.32]}, "reproduced"),
     ({"x": [0.5, 0.6, 0.55], "y": [0.3, -0.3, 0.01]}, "inconclusive"),

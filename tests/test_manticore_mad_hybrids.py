@@ -24,7 +24,8 @@ from papers.manticore.mad_config import (
     baseline_configs,
     component_configs,
 )
-from papers.manticore.mad_experiments import build_hybrid, main
+from papers.manticore.mad_experiments import main
+from papers.manticore.mad_runs import build_hybrid
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")

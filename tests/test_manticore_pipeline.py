@@ -26,7 +26,7 @@ def repro(tmp_path_factory):
 def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
     repo, result = repro
     for stage in ("instruction_text", "components", "specialists", "completions", "nl_experiments",
-                  "mad_experiments", "mad_sizing", "lra_experiments", "lra_sizing", "programmed",
+                  "mad_experiments", "mad_lr_check", "mad_sizing", "lra_experiments", "lra_sizing", "programmed",
                   "projector_budget", "finetune_tasks", "report"):
         assert f"Running stage 'papers/manticore/dvc.yaml:{stage}'" in result.stdout, result.stdout[-3000:]
     nl = json.loads((repo / RESULTS / "nl_experiments.json").read_text())
@@ -47,6 +47,11 @@ def test_every_stage_runs_and_the_results_hold_every_experiment(repro):
         assert all(sorted(block) == [0.0, 1.0] for block in row["manticore_discretized"]["alphas"])
         assert set(row["baselines"]) == {"striped_mh_hyena_moe", "mambaformer"}
         assert {"search", "discretized"} <= set(row["hybrids"]["manticore_3"])
+    check = json.loads((repo / RESULTS / "mad_lr_check.json").read_text())
+    assert check["factors"] == [1, 2] and set(check["tasks"]) == set(mad["tasks"])
+    for entry, by_rate in check["tasks"].items():
+        assert list(by_rate) == [f"{2 * check['own_lr']:g}"], "twice the tables' rate only"
+        assert set(by_rate[f"{2 * check['own_lr']:g}"]) == set(rows[entry]) - {"programming"}
     sizing = json.loads((repo / RESULTS / "mad_sizing.json").read_text())
     assert sizing["summary"]["budgets"] == [2] and sizing["summary"]["table_budget"] == 4, \
         "smoke's budget; the tables' own is mad_experiments' runs"

@@ -31,7 +31,8 @@ The judges:
 - `needs_paper_scale`: its `why` and the cheapest `evidence` measured here.
 
 Every trained row is settled on its gap's curve when the extractor gives the per-seed `changes`,
-gated on its `control` (an earlier claim's id) and on the extractor's `failure` (a computed check).
+gated on its `control` (an earlier claim's id) and on the extractor's computed check (its `control`,
+failed as `failure`), which the ledger names as the row's control where the claim names none.
 A row declared `judged_at` some profiles is `needs paper scale` below them, with its `why` and
 `evidence`; so is a row whose `earlier_run` stage (or model of it) trained nothing at this profile,
 its text formatted with the facts of that stage's last run (`common.claims.earlier`). A claim scoped
@@ -77,10 +78,11 @@ class Evidence:
     movement; `groups`: parts of which one passing is enough, as the variants of one algorithm);
     `changes`: per seed, how much the gap moved over the last fifth of its curve
     (`rules.gap_changes`), for settling; `learned`: every model measurably above chance;
-    `failure`: a computed precondition that failed, in words; `hits` of `n` seeds for `k_of_n`;
-    `fires` per run and `fires_on_positive` for a detector; `facts`: named numbers for the claim's
-    text and `exact` conditions; `missing`: why this configuration measured nothing for the claim
-    (a smoke run with one MoE layer)."""
+    `control`: the computed check that gates the row, in words, whether it passed or not (the
+    ledger's control where the claim names no claim); `failure`: that check failed, in words;
+    `hits` of `n` seeds for `k_of_n`; `fires` per run and `fires_on_positive` for a detector;
+    `facts`: named numbers for the claim's text and `exact` conditions; `missing`: why this
+    configuration measured nothing for the claim (a smoke run with one MoE layer)."""
 
     arms: dict[str, list[float]] = field(default_factory=dict)
     difference: list[float] | None = None
@@ -90,6 +92,7 @@ class Evidence:
     changes: list[float] | None = None
     learned: bool = True
     chance: float | dict[str, float] | None = None
+    control: str | None = None
     failure: str | None = None
     hits: int | None = None
     n: int | None = None
@@ -124,6 +127,9 @@ def on_common_seeds(*models: dict) -> list[dict]:
     return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
 
 
+LR_CONTROL = "lr_check: no compared model does better at another of the checked rates"
+
+
 def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, float]) -> tuple[str, str | None]:
     """The rates the models trained at and what a learning-rate check found, in words, and a
     failure when a model did better at a checked rate than at its own, or the check was of another
@@ -146,12 +152,13 @@ def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, fl
             losses[own_lr[name]] = own_loss[name]
             best[name] = min(losses, key=losses.get)
     rates = ", ".join(f"{rate:g}" for rate in tried) + (" times its rate" if "factors" in check else "")
-    said = f"{trained}, each its best of {rates} at seed {check['seed']}"
-    if unchecked:
-        said = (f"{trained}; {', '.join(best)} each its best of {rates} at seed {check['seed']}; "
-                f"{', '.join(unchecked)} unchecked") if best else f"{trained}, unchecked"
     worse = [f"{name} does better at lr {rate:g} than at its {own_lr[name]:g}" for name, rate in best.items()
              if rate != own_lr[name]]
+    found = f"checked at {rates}" if worse else f"each its best of {rates}"
+    said = f"{trained}, {found} at seed {check['seed']}"
+    if unchecked:
+        said = (f"{trained}; {', '.join(best)} {found} at seed {check['seed']}; {', '.join(unchecked)} unchecked"
+                if best else f"{trained}, unchecked")
     return said, "; ".join(worse) + " (lr_check)" if worse else None
 
 
@@ -481,7 +488,7 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
                                 evidence=text(claim["evidence"], values, name))
         elif evidence.missing:  # nothing measured: the text's facts are absent too
             entry = claim_entry(**fields, metric=claim.get("metric", "-"), verdict="inconclusive", why=evidence.missing,
-                                chance=claim.get("chance"), control=claim.get("control"),
+                                chance=claim.get("chance"), control=claim.get("control") or evidence.control,
                                 seeds_declared=claim.get("seeds"))
         else:
             (verdict, why), margin = judge_claim(claim, evidence, verdicts)
@@ -492,7 +499,8 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
             chance = claim["chance"] if "chance" in claim else evidence.chance
             entry = claim_entry(**fields, metric=text(claim["metric"], values, name), verdict=verdict, why=why,
                                 arms=evidence.arms, difference=evidence.difference, chance=chance,
-                                control=claim.get("control"), context=text(claim.get("context"), values, name),
+                                control=claim.get("control") or evidence.control,
+                                context=text(claim.get("context"), values, name),
                                 margin_value=margin, seeds_declared=claim.get("seeds"))
         verdicts[name] = entry["verdict"]
         entries.append(entry)

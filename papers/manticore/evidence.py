@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from common.claims.build import Evidence
+from common.claims.build import LR_CONTROL, Evidence, learning_rates
 from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
 from common.errors import DataError
 
@@ -133,6 +133,12 @@ def _learned(values: list[list[float]], chance: float) -> bool:
     return all(above_chance(v, chance, higher_is_better=False) for v in values)
 
 
+def _control(against_components: bool) -> str:
+    """The computed checks of a specialist row (`_failure`), in words."""
+    return "projectors pretrained until their loss flattened" + (
+        "; at a one-hot alpha the hybrid is the component it selects" if against_components else "")
+
+
 def _failure(res: dict, against_components: bool, *more: str | None) -> str | None:
     """The computed checks a specialist row holds, joined: projectors flattened; for a row against
     the components, corners that are their components; and any `more`."""
@@ -165,7 +171,8 @@ def _compare(res: dict, worse: list[dict], better: list[dict], names: tuple[str,
     chance = main[0]["chance"]["mix"]
     return Evidence(arms=dict(zip(names, (a, b))), difference=paired_differences(a, b),
                     changes=gap_changes(_curves(worse), _curves(better)), learned=_learned([a, b], chance),
-                    chance=chance, failure=_failure(res, against_components, *more),
+                    chance=chance, control=_control(against_components),
+                    failure=_failure(res, against_components, *more),
                     facts={"components": ", ".join(main[0]["components"]), "controls": _controls(res),
                            "per_seed": per_seed(paired_differences(a, b))})
 
@@ -203,7 +210,7 @@ def nas_over_components(results: dict) -> Evidence:
                     groups={method: [label for label in labels if label.startswith(method + "_")]
                             for method in sorted({label.split("_")[0] for label in labels})},
                     learned=_learned([component, *searched.values()], chance),
-                    chance=chance, failure=_failure(res, True),
+                    chance=chance, control=_control(True), failure=_failure(res, True),
                     facts={"controls": _controls(res), "counts": f"{counts} of {len(component)}"})
 
 
@@ -285,7 +292,8 @@ def task_gain(results: dict, task: str) -> Evidence:
     return Evidence(arms=arms, difference=difference,
                     changes=gap_changes([t["alone"][b]["curve"] for t, b in zip(task_runs, better)],
                                         [t["manticore"]["curve"] for t in task_runs]),
-                    learned=_learned(list(arms.values()), chance), chance=chance, failure=_failure(res, True),
+                    learned=_learned(list(arms.values()), chance), chance=chance, control=_control(True),
+                    failure=_failure(res, True),
                     facts={"better": name, "components": ", ".join(main[0]["components"]),
                            "per_seed": per_seed(difference),
                            "controls": "; ".join(controls) or "no control pair was fine-tuned on the tasks"})
@@ -341,12 +349,43 @@ def mad_learned(results: dict, networks: list[str]) -> tuple[bool, str]:
     return learned, text
 
 
-def _mad(results: dict, networks: list[str], parts: dict[str, list[float]]) -> Evidence:
+def run_best_loss(row: dict, name: str) -> float:
+    """The best test loss of run `name` of a table row: a network alone, Manticore's search, or a hybrid's."""
+    if name == "manticore":
+        return row["manticore"]["best_loss"]
+    if name in row.get("hybrids", {}):
+        return row["hybrids"][name]["search"]["best_loss"]
+    return _alone(row, name)["best_loss"]
+
+
+def mad_learning_rates(results: dict, runs: list[str]) -> tuple[str, str | None]:
+    """The tables' rate and what `mad_lr_check` found for `runs` on each task, in words, and a failure
+    naming each run and task whose best test loss is lower at another rate (`build.learning_rates`)."""
+    mad, check = results["mad_experiments"], results.get("mad_lr_check")
+    if check is None:  # an earlier run's results, before the check
+        return "rates unchecked", None
+    own = dict.fromkeys(runs, check["own_lr"])
+    said, failures = f"{', '.join(runs)} at lr {check['own_lr']:g}, rates unchecked", []
+    for entry, by_rate in check["tasks"].items():
+        row = mad["tasks"][entry]["seeds"][str(check["seed"])]
+        task = {"seed": check["seed"], "factors": check["factors"], "own_lr": own,
+                "final_val_loss": {name: {rate: run_best_loss(other, name) for rate, other in by_rate.items()}
+                                   for name in runs}}
+        said, failure = learning_rates(task, own, {name: run_best_loss(row, name) for name in runs})
+        failures += [f"{entry.split('/')[1]}: {failure}"] if failure else []
+    if failures:
+        return said, "; ".join(failures)
+    return said + (" on every task" if check["factors"] else ""), None
+
+
+def _mad(results: dict, networks: list[str], parts: dict[str, list[float]], runs: list[str]) -> Evidence:
     learned, reading = mad_learned(results, networks)
+    rates, failure = mad_learning_rates(results, runs)
     # chance per task: the majority-class rate of its scored targets, as the sizing stage measured it
     chance = {entry.split("/")[1]: row["chance"] for entry, row in results["mad_sizing"]["tasks"].items()}
-    return Evidence(arms=parts, parts=parts, learned=learned, chance=chance,
-                    facts={"reading": reading, "budget": results["mad_experiments"]["steps"]})
+    control = LR_CONTROL if results.get("mad_lr_check", {}).get("factors") else None
+    return Evidence(arms=parts, parts=parts, learned=learned, chance=chance, control=control, failure=failure,
+                    facts={"reading": reading, "budget": results["mad_experiments"]["steps"], "learning_rates": rates})
 
 
 def mad_over_components(results: dict) -> Evidence:
@@ -355,7 +394,7 @@ def mad_over_components(results: dict) -> Evidence:
     names = mad["components"]
     return _mad(results, names, {entry.split("/")[1]: [min(r[n]["best_loss"] for n in names) -
                                                        r["manticore"]["best_loss"] for r in mad_seed_rows(mad, entry)]
-                                 for entry in mad["tasks"]})
+                                 for entry in mad["tasks"]}, [*names, "manticore"])
 
 
 def _hybrid(mad: dict) -> tuple[str, dict] | None:
@@ -372,7 +411,7 @@ def mad_over_hybrids(results: dict) -> Evidence:
                     {entry.split("/")[1]: [min(b["loss"] for b in r["baselines"].values()) -
                                            r["hybrids"][name][spec["compare"]]["loss"]
                                            for r in mad_seed_rows(mad, entry)]
-                     for entry in mad["tasks"]})
+                     for entry in mad["tasks"]}, [*mad["baselines"], name])
     evidence.facts["compare"] = spec["compare"]
     return evidence
 
@@ -387,7 +426,7 @@ def mad_discretized(results: dict) -> Evidence:
     return _mad(results, spec["components"],
                 {entry.split("/")[1]: [r["hybrids"][name]["discretized"]["loss"] /
                                        r["hybrids"][name]["search"]["loss"] - 1 for r in mad_seed_rows(mad, entry)]
-                 for entry in mad["tasks"]})
+                 for entry in mad["tasks"]}, [name])
 
 
 def lra_sizing_reading(name: str, row: dict) -> str:
@@ -538,6 +577,7 @@ def figure4_optima(results: dict) -> Evidence:
     budgets = ", ".join(f"{b['steps']:,}" for b in rows[0]["budgets"])
     return Evidence(arms={"settled from (share of the projector steps)": shares}, hits=sum(hits), n=len(rows),
                     learned=learned, chance=rows[0]["chance"]["mix"],
+                    control="projectors pretrained until their loss flattened; the best alpha moved in some seed",
                     failure="; and ".join(c for c in (unflattened_projectors(rows), never) if c) or None,
                     facts={"components": " + ".join(rows[0]["components"]), "budgets": budgets,
                            "reading": "; ".join(reading), "settled": f"{SETTLED:.0%}",

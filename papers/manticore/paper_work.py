@@ -220,7 +220,7 @@ def _mad():
 
 def _mad_hybrid(configs: dict, n_blocks: int, vocab: int, projectors: bool) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        from papers.manticore.mad_experiments import build_hybrid
+        from papers.manticore.mad_runs import build_hybrid
 
         return build_hybrid(configs, n_blocks, vocab, projectors)
     return build
@@ -338,6 +338,7 @@ STAGES: dict[str, Callable[[], list[Work]] | str] = {
     "nl_experiments": mc_nl_experiments,
     "specialists": mc_specialists,
     "mad_experiments": mc_mad_experiments,
+    "mad_lr_check": "no rates checked at this profile (the paper's rate)",
     "mad_sizing": mc_mad_sizing,
     "lra_experiments": mc_lra_experiments,
     "lra_sizing": mc_lra_sizing,

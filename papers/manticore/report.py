@@ -203,6 +203,29 @@ def mad_sizing(res: dict) -> str:
     return "\n".join(lines)
 
 
+def mad_lr_check(res: dict) -> str:
+    """Best test loss of every run of the tables' first seed at the multiples of the tables' rate."""
+    factors = res["factors"]
+    if not factors:
+        return f"No rates checked at `{res['profile']}`: the tables train at their rate in params."
+    lines = [f"Best test loss of each run of seed {res['seed']} at multiples of the tables' rate {res['own_lr']:g} "
+             "(x1: the tables' own run of that seed, above). A run that does better at another rate gates the MAD "
+             "rows (the ledger says which).", "",
+             "| task | run | " + " | ".join(f"x{factor:g}" for factor in factors) + " |",
+             "|---|---|" + "---|" * len(factors)]
+    own = res["own_lr"]
+    for entry, by_rate in res["tasks"].items():
+        row = next(iter(by_rate.values()))
+        runs = [*(name for name, value in row.items() if isinstance(value, dict) and "best_loss" in value
+                  and not name.startswith("manticore_")), *row.get("baselines", {}), *row.get("hybrids", {})]
+        for name in runs:
+            cells = ["tables" if factor == 1 else
+                     f"{evidence.run_best_loss(by_rate[f'{own * factor:g}'], name):.3f}"
+                     for factor in factors]
+            lines.append(f"| {entry} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def lra_sizing(res: dict) -> str:
     """Accuracy of every component trained alone, per task and budget; * marks above chance."""
     lines = [f"Validation accuracy of each component trained alone for a budget of steps (one run each, on the "
@@ -548,7 +571,7 @@ TABLES = {"claims": claims_table, "specialists": specialists, "specialist_tasks"
           "figure4": ("specialists", figure4),
           "components": components, "general_text": general_text,
           "nl_experiments": or_not_trained(nl_experiments, "sweep"),
-          "mad_experiments": mad_experiments, "mad_sizing": mad_sizing,
+          "mad_experiments": mad_experiments, "mad_sizing": mad_sizing, "mad_lr_check": mad_lr_check,
           "programmed": or_not_trained(programmed, "runs"),
           "projector_budget": or_not_trained(projector_budget, "budgets"),
           "lra_experiments": lra_experiments, "lra_sizing": lra_sizing,

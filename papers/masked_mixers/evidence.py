@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from common.claims.build import Evidence, history_curves, learning_rates, on_common_seeds
+from common.claims.build import LR_CONTROL, Evidence, history_curves, learning_rates, on_common_seeds
 from common.claims.rules import above_chance, gap_changes, paired_differences, run_above_chance, spread
 
 TOP5 = 5
@@ -48,13 +48,14 @@ def _learned(*arms: tuple[list[float], dict]) -> bool:
     return all(above_chance(values, stage["chance_loss"], higher_is_better=False) for values, stage in arms)
 
 
-def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
+def _learning_rates(results: dict, *names: str) -> tuple[str, str | None, str | None]:
     """The rates of the models `stage:model` that a comparison section trained and `lr_check` checks,
-    in words, and a failure when one did better at another rate (`build.learning_rates`). Models of
+    in words, the check as the row's control where it reads any of them, and a failure when one did
+    better at another rate (`build.learning_rates`). Models of
     other sections (those that borrow clm's recipe: norms, mixer_variants, ...) are said unchecked;
     results without the check (an earlier run's) leave every rate unchecked."""
     check = results.get("lr_check", {}).get("sections", {})
-    said, failures = [], []
+    said, failures, checked = [], [], False
     for stage in dict.fromkeys(name.split(":")[0] for name in names):
         models = [name.split(":")[1] for name in names if name.startswith(f"{stage}:")]
         section = results[stage]
@@ -70,7 +71,8 @@ def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
                                          for model in models})
         said.append(words)
         failures += [failure] if failure else []
-    return "; ".join(said) or "rates unchecked", "; ".join(failures) or None
+        checked |= bool(check[stage]["factors"])
+    return "; ".join(said) or "rates unchecked", LR_CONTROL if checked else None, "; ".join(failures) or None
 
 
 def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
@@ -96,10 +98,10 @@ def loss_gap(results: dict, a: str, b: str, relative: bool = False) -> Evidence:
         if "forward_flops_per_row" in model:  # a mixer_variants model
             baseline = results["mixer_variants"]["baseline"]["forward_flops_per_row"]
             facts[f"{side}_cost"] = model["forward_flops_per_row"] / baseline
-    rates, failure = _learning_rates(results, a, b)
+    rates, control, failure = _learning_rates(results, a, b)
     return Evidence(arms={a: va, b: vb}, difference=difference, changes=gap_changes(curves_a, curves_b),
                     learned=_learned((va, stage_a), (vb, stage_b)), chance=stage_a["chance_loss"],
-                    failure=failure, facts={**facts, "learning_rates": rates})
+                    control=control, failure=failure, facts={**facts, "learning_rates": rates})
 
 
 def one_step_parity(results: dict) -> Evidence:
@@ -124,7 +126,7 @@ def gap_of_gaps(results: dict, a: str, b: str, c: str, d: str) -> Evidence:
     return Evidence(arms={"first gap": gap_first, "second gap": gap_second},
                     difference=paired_differences(gap_first, gap_second),
                     changes=paired_differences(first.changes, second.changes), learned=first.learned and second.learned,
-                    chance=stage_a["chance_loss"],
+                    chance=stage_a["chance_loss"], control=first.control or second.control,
                     failure="; ".join(filter(None, (first.failure, second.failure))) or None,
                     facts={"learning_rates": f"{first.facts['learning_rates']}; {second.facts['learning_rates']}",
                            "first_mean": statistics.fmean(gap_first), "first": _shown(gap_first),
@@ -307,6 +309,7 @@ def ranking_gap(results: dict, ranking: str) -> Evidence:
     return Evidence(arms={f"{ranking} ranking": ranked(CONTROL), "retrieval model": trained},
                     difference=paired_differences(ranked(CONTROL), trained),
                     learned=_retrieves(trained, ret, c), chance=1 / c,
+                    control="the retrieval model on the same states (the positive control) retrieves above chance",
                     facts={"c": c, "steps": ret["steps"], "position_ranked": _top1(ranked("mixer_trained")),
                            "position_model": _top1(_model_top1(ret, "mixer_trained", c)),
                            **{f"per_seed_{r}": ", ".join(f"{x:.3f}" for x in ranking_top1(ret, CONTROL, c, r))
@@ -340,6 +343,7 @@ def retrieval_gap(results: dict, a: str, b: str) -> Evidence:
     cosine = "; ".join(f"{name} {statistics.fmean(ranking_top1(ret, POOLED[name], c)):.3f}" for name in (a, b))
     return Evidence(arms=arms, difference=paired_differences(arms[a], arms[b]),
                     learned=any(_retrieves(v, ret, c) for v in arms.values()), chance=1 / c,
+                    control="the trained mixer's mean-pooled states (the positive control) retrieve above chance",
                     failure=None if _retrieves(control, ret, c) else
                     f"the positive control is at chance ({control_text})",
                     facts={"c": c, "steps": ret["steps"], "control": control_text, "positions": positions,
@@ -379,6 +383,7 @@ def infonce_small_batch(results: dict) -> Evidence:
     ends = sorted(runs[0]["loss_curve"], key=int)  # keys sorted as strings in the file ("1024" before "128")
     return Evidence(arms={"after InfoNCE": after, "before (same model)": before},
                     difference=paired_differences(after, before), chance=1 / c,
+                    control="the same model's ranking before tuning, on the same candidate sets; a finite loss",
                     failure=None if all(run["finite"] for run in runs) else "the loss became non-finite",
                     facts={"c": c, "batch": batch, "steps": steps, "source": source, "log_batch": math.log(batch),
                            "window": steps // len(ends),
