@@ -26,6 +26,7 @@ CLI = stage_cli(__name__, __doc__, "run-dir", "out")
 
 import logging
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from common.config import bounded, check_distinct, stage_config
 from common.data.mad import sequence_length
@@ -50,7 +51,7 @@ class MADLRCheckConfig:
             raise ConfigError(f"factors: multiples of a learning rate must be positive; got {bad}")
 
 
-def check_jobs(cfg: MADExperimentsConfig, factors: list[float], run_root) -> list[dict]:
+def check_jobs(cfg: MADExperimentsConfig, factors: list[float], run_root: Path) -> list[dict]:
     """Every job of `mad_experiments`' first seed but the programming search, at the tables' rate
     times each factor but 1; each job's `cfg` carries its rate."""
     jobs, seed = [], cfg.seeds[0]

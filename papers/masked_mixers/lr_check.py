@@ -28,6 +28,7 @@ CLI = stage_cli(__name__, __doc__, "data", "tokenizer", "run-dir", "out")
 
 import logging
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from common.config import bounded, check_distinct, stage_config
 from common.errors import ConfigError, exit_on_user_error
@@ -59,8 +60,8 @@ class LRCheckConfig:
             raise ConfigError(f"factors: multiples of a learning rate must be positive; got {bad}")
 
 
-def check_jobs(section: str, cfg: CompareConfig, factors: list[float], sizes: ModelsConfig, vocab: int, data,
-               run_root) -> list[dict]:
+def check_jobs(section: str, cfg: CompareConfig, factors: list[float], sizes: ModelsConfig, vocab: int,
+               data: Path, run_root: Path) -> list[dict]:
     """The section's runs of this check: each model's first seed at its own rate times each factor but 1."""
     return [dict(name=name, seed=cfg.seeds[0], spec=sizes.spec(name), sizes=sizes, vocab=vocab, data=data,
                  run_dir=run_root / section / name / f"lr{lr:g}", optim=replace(cfg.optim, lr=lr),
