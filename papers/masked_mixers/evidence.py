@@ -51,9 +51,9 @@ def _learned(*arms: tuple[list[float], dict]) -> bool:
 def _learning_rates(results: dict, *names: str) -> tuple[str, str | None, str | None]:
     """The rates of the models `stage:model` that a comparison section trained and `lr_check` checks,
     in words, the check as the row's control where it reads any of them, and a failure when one did
-    better at another rate (`build.learning_rates`). Models of
-    other sections (those that borrow clm's recipe: norms, mixer_variants, ...) are said unchecked;
-    results without the check (an earlier run's) leave every rate unchecked."""
+    better at another rate (`build.learning_rates`). Models of other sections (those that borrow
+    clm's recipe: norms, mixer_variants, ...) are said unchecked; results without the check (an
+    earlier run's) leave every rate unchecked."""
     check = results.get("lr_check", {}).get("sections", {})
     said, failures, checked = [], [], False
     for stage in dict.fromkeys(name.split(":")[0] for name in names):
