@@ -454,3 +454,26 @@ def test_a_model_that_does_better_at_a_checked_rate_gates_the_rows_that_compare_
     row = judged("clm-mixer-vs-llama", {"clm": clm, "lr_check": check})
     assert row["verdict"] == "inconclusive"
     assert "llama_h4 does better at lr 0.004 than at its 0.002 (lr_check)" in row["why"]
+
+
+def test_mixer_variants_compared_with_each_other_are_gated_on_their_baselines_rate_check():
+    """The variants train at the flat mixer's rate, so a row comparing two of them names that rate's
+    check as its control and is inconclusive once the flat mixer does better at another rate."""
+    from common.claims.build import LR_CONTROL
+
+    variants = {**_results({"mixer_heads2_k4": [1.00, 1.02, 1.01], "mixer_k4": [1.05, 1.06, 1.07]},
+                           {"mixer_heads2_k4": 0.01, "mixer_k4": 0.01}),
+                "lr": {"mixer_heads2_k4": 0.032, "mixer_k4": 0.032},
+                "baseline": {"name": "mixer_flat", "forward_flops_per_row": 100.0}}
+    for name, flops in (("mixer_heads2_k4", 134.0), ("mixer_k4", 126.0)):
+        variants["models"][name]["forward_flops_per_row"] = flops
+    clm = {**_results({"mixer_flat": [1.2, 1.2, 1.2]}, {"mixer_flat": 0.01}), "lr": {"mixer_flat": 0.032}}
+    check = {"profile": "tiny", "sections": {"clm": {
+        "seed": 0, "factors": [0.5, 1, 2], "own_lr": {"mixer_flat": 0.032},
+        "final_val_loss": {"mixer_flat": {"0.016": 1.3, "0.064": 1.4}}}}}
+    results = {"mixer_variants": variants, "clm": clm, "lr_check": check}
+    row = judged("tab-s5-two-heads-slightly-better", results)
+    assert row["control"] == LR_CONTROL and row["verdict"] != "inconclusive"
+    check["sections"]["clm"]["final_val_loss"]["mixer_flat"]["0.016"] = 1.1
+    row = judged("tab-s5-two-heads-slightly-better", results)
+    assert row["verdict"] == "inconclusive" and "mixer_flat does better at lr 0.016 than at its 0.032" in row["why"]

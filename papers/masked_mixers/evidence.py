@@ -52,7 +52,8 @@ def _learning_rates(results: dict, *names: str) -> tuple[str, str | None, str | 
     """The rates of the models `stage:model` that a comparison section trained and `lr_check` checks,
     in words, the check as the row's control where it reads any of them, and a failure when one did
     better at another rate (`build.learning_rates`). Models of other sections (those that borrow
-    clm's recipe: norms, mixer_variants, ...) are said unchecked; results without the check (an
+    clm's recipe: norms, mixer_variants, ...) are said unchecked, but the mixer variants train at
+    their baseline's rate, so that model's check is read for them; results without the check (an
     earlier run's) leave every rate unchecked."""
     check = results.get("lr_check", {}).get("sections", {})
     said, failures, checked = [], [], False
@@ -64,11 +65,14 @@ def _learning_rates(results: dict, *names: str) -> tuple[str, str | None, str | 
         own = {model: section["lr"][model] for model in models}
         if stage not in check:  # a section the check does not read
             said.append(", ".join(f"{stage}'s {model} at lr {lr:g}" for model, lr in own.items()) + ", unchecked")
-            continue
+            base = section.get("baseline", {}).get("name")
+            if base is None or "clm" not in check or f"clm:{base}" in names:
+                continue
+            stage, section, own = "clm", results["clm"], {base: results["clm"]["lr"][base]}
+            said[-1] += f", at the rate of {base}"
         seed = str(check[stage]["seed"])
         words, failure = learning_rates(check[stage], own,
-                                        {model: section["models"][model]["seeds"][seed]["val_loss"]
-                                         for model in models})
+                                        {model: section["models"][model]["seeds"][seed]["val_loss"] for model in own})
         said.append(words)
         failures += [failure] if failure else []
         checked |= bool(check[stage]["factors"])
