@@ -324,18 +324,36 @@ def test_a_claim_scoped_to_other_profiles_has_no_row_here():
 
 def test_a_learning_rate_check_names_the_model_that_does_better_elsewhere():
     """Worked by hand: the mixer's own rate (0.002, loss 3.0) beats 0.001 (3.2) and 0.004 (3.1); the
-    transformer's own 0.002 (3.5) loses to 0.004 (3.4). A model the check did not train is said
-    unchecked, a check of another rate asks for a rerun, and no rates gate nothing."""
+    transformer's own 0.002 (3.5) loses to 0.004 (3.4) by 0.1, more than its seeds' spread of 0.05.
+    A model the check did not train is said unchecked, a check of another rate asks for a rerun,
+    and no rates gate nothing."""
     from common.claims.build import learning_rates
 
     check = {"seed": 0, "rates": [0.001, 0.002, 0.004], "own_lr": {"mixer": 0.002, "transformer": 0.002},
              "final_val_loss": {"mixer": {"0.001": 3.2, "0.004": 3.1}, "transformer": {"0.001": 3.6, "0.004": 3.4}}}
-    said, failure = learning_rates(check, {"mixer": 0.002}, {"mixer": 3.0})
+    spread = {"mixer": 0.05, "transformer": 0.05, "variant": 0.05}
+    said, failure = learning_rates(check, {"mixer": 0.002}, {"mixer": 3.0}, spread)
     assert said == "mixer at lr 0.002, each its best of 0.001, 0.002, 0.004 at seed 0" and failure is None
-    said, failure = learning_rates(check, {"mixer": 0.002, "transformer": 0.002}, {"mixer": 3.0, "transformer": 3.5})
-    assert failure == "transformer does better at lr 0.004 than at its 0.002 (lr_check)"
-    said, failure = learning_rates(check, {"mixer": 0.002, "variant": 0.002}, {"mixer": 3.0, "variant": 3.3})
+    said, failure = learning_rates(check, {"mixer": 0.002, "transformer": 0.002}, {"mixer": 3.0, "transformer": 3.5},
+                                   spread)
+    assert failure == ("transformer does better at lr 0.004 than at its 0.002 (by 0.1, more than its seeds' spread "
+                       "0.05) (lr_check)")
+    said, failure = learning_rates(check, {"mixer": 0.002, "variant": 0.002}, {"mixer": 3.0, "variant": 3.3}, spread)
     assert said.endswith("; variant unchecked") and failure is None
-    assert "rerun it" in learning_rates(check, {"mixer": 0.004}, {"mixer": 3.0})[1]
-    assert learning_rates({**check, "rates": []}, {"mixer": 0.002}, {"mixer": 3.0}) == (
+    assert "rerun it" in learning_rates(check, {"mixer": 0.004}, {"mixer": 3.0}, spread)[1]
+    assert learning_rates({**check, "rates": []}, {"mixer": 0.002}, {"mixer": 3.0}, spread) == (
         "mixer at lr 0.002, rates unchecked", None)
+
+
+def test_a_lower_loss_at_another_rate_within_the_seeds_spread_is_said_and_gates_nothing():
+    """One seed at another rate: the transformer's 3.4 at 0.004 is 0.1 below its own 3.5, less than
+    the 0.2 (or 0.15) its seeds spread at its own rate."""
+    from common.claims.build import learning_rates
+
+    check = {"seed": 0, "rates": [0.001, 0.002, 0.004], "own_lr": {"transformer": 0.002},
+             "final_val_loss": {"transformer": {"0.001": 3.6, "0.004": 3.4}}}
+    for std in (0.2, 0.15):
+        said, failure = learning_rates(check, {"transformer": 0.002}, {"transformer": 3.5}, {"transformer": std})
+        assert failure is None
+        assert said.endswith(f"(lower but not better: transformer at lr 0.004 by 0.1, within its seeds' spread "
+                             f"{std:g})")

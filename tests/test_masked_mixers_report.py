@@ -453,7 +453,7 @@ def test_a_model_that_does_better_at_a_checked_rate_gates_the_rows_that_compare_
     check["sections"]["clm"]["final_val_loss"]["llama_h4"]["0.004"] = 1.05
     row = judged("clm-mixer-vs-llama", {"clm": clm, "lr_check": check})
     assert row["verdict"] == "inconclusive"
-    assert "llama_h4 does better at lr 0.004 than at its 0.002 (lr_check)" in row["why"]
+    assert "llama_h4 does better at lr 0.004 than at its 0.002 (by 0.05, more than" in row["why"]
 
 
 def test_mixer_variants_compared_with_each_other_are_gated_on_their_baselines_rate_check():

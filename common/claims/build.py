@@ -127,17 +127,21 @@ def on_common_seeds(*models: dict) -> list[dict]:
     return [{**model, "seeds": {seed: model["seeds"][seed] for seed in common}} for model in models]
 
 
-LR_CONTROL = "lr_check: no compared model does better at another of the checked rates"
+LR_CONTROL = "lr_check: no compared model does better at another of the checked rates by more than its seeds' spread"
 
 
-def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, float]) -> tuple[str, str | None]:
+def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, float],
+                   own_spread: dict[str, float]) -> tuple[str, str | None]:
     """The rates the models trained at and what a learning-rate check found, in words, and a
     failure when a model did better at a checked rate than at its own, or the check was of another
     rate than the model trained at. `check`: the check's seed, its `rates` (or `factors` of each
     model's own rate), each model's `own_lr` and its `final_val_loss` at each other rate (keyed by
-    the rate; a paper's `lr_check` stage writes these); `own_lr` and `own_loss`: each compared
-    model's rate and its final validation loss at the check's seed, as the comparison trained it. A
-    model the check did not train is said to be unchecked."""
+    the rate; a paper's `lr_check` stage writes these); `own_lr`, `own_loss` and `own_spread`: each
+    compared model's rate, its final validation loss at the check's seed and the standard deviation
+    of that loss over the comparison's seeds, as the comparison trained it. The check trains one
+    seed, so a rate counts as better only where its loss is lower by more than that spread: a
+    smaller difference is what another seed at the same rate could give. A model the check did not
+    train is said to be unchecked."""
     trained = ", ".join(f"{name} at lr {lr:g}" for name, lr in own_lr.items())
     tried = check.get("factors") or check.get("rates")
     if not tried:
@@ -145,20 +149,25 @@ def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, fl
     unchecked = [name for name in own_lr if name not in check["own_lr"]]
     if stale := [name for name in own_lr if name not in unchecked and check["own_lr"][name] != own_lr[name]]:
         return trained, f"lr_check checked {stale[0]} against another rate than it trained at; rerun it"
-    best = {}
-    for name in own_lr:
-        if name not in unchecked:
-            losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
-            losses[own_lr[name]] = own_loss[name]
-            best[name] = min(losses, key=losses.get)
+    worse, close = [], []
+    for name in [name for name in own_lr if name not in unchecked]:
+        losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
+        rate = min(losses, key=losses.get)
+        gain, words = own_loss[name] - losses[rate], f"{name} at lr {rate:g}"
+        if gain > own_spread[name]:
+            worse.append(f"{name} does better at lr {rate:g} than at its {own_lr[name]:g} (by {gain:.3g}, more than "
+                         f"its seeds' spread {own_spread[name]:.3g})")
+        elif gain > 0:
+            close.append(f"{words} by {gain:.3g}, within its seeds' spread {own_spread[name]:.3g}")
     rates = ", ".join(f"{rate:g}" for rate in tried) + (" times its rate" if "factors" in check else "")
-    worse = [f"{name} does better at lr {rate:g} than at its {own_lr[name]:g}" for name, rate in best.items()
-             if rate != own_lr[name]]
     found = f"checked at {rates}" if worse else f"each its best of {rates}"
     said = f"{trained}, {found} at seed {check['seed']}"
     if unchecked:
-        said = (f"{trained}; {', '.join(best)} {found} at seed {check['seed']}; {', '.join(unchecked)} unchecked"
-                if best else f"{trained}, unchecked")
+        checked = [name for name in own_lr if name not in unchecked]
+        said = (f"{trained}; {', '.join(checked)} {found} at seed {check['seed']}; {', '.join(unchecked)} unchecked"
+                if checked else f"{trained}, unchecked")
+    if close:
+        said += f" (lower but not better: {'; '.join(close)})"
     return said, "; ".join(worse) + " (lr_check)" if worse else None
 
 

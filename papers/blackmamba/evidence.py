@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from common.claims.build import LR_CONTROL, Evidence, history_curves, learning_rates, on_common_seeds
-from common.claims.rules import above_chance, gap_changes, interval, paired_differences
+from common.claims.rules import above_chance, gap_changes, interval, paired_differences, spread
 
 
 def seed_values(model: dict, key: str) -> list[float]:
@@ -59,8 +59,10 @@ def _learning_rates(results: dict, *names: str) -> tuple[str, str | None]:
     """The compared models' rates and what `lr_check` found (`build.learning_rates`)."""
     train, check = results["train_compare"], results["lr_check"]
     seed = str(check["seed"])
-    return learning_rates(check, {name: train["models"][name]["lr"] for name in names},
-                          {name: train["models"][name]["seeds"][seed]["final_val_loss"] for name in names})
+    models = {name: train["models"][name] for name in names}
+    return learning_rates(check, {name: model["lr"] for name, model in models.items()},
+                          {name: model["seeds"][seed]["final_val_loss"] for name, model in models.items()},
+                          {name: spread(seed_values(model, "final_val_loss"))["std"] for name, model in models.items()})
 
 
 def flops_saving(results: dict, baseline: str) -> Evidence:

@@ -371,7 +371,9 @@ def mad_learning_rates(results: dict, runs: list[str]) -> tuple[str, str | None]
         task = {"seed": check["seed"], "factors": check["factors"], "own_lr": own,
                 "final_val_loss": {name: {rate: run_best_loss(other, name) for rate, other in by_rate.items()}
                                    for name in runs}}
-        said, failure = learning_rates(task, own, {name: run_best_loss(row, name) for name in runs})
+        seeds = mad_seed_rows(mad, entry)
+        said, failure = learning_rates(task, own, {name: run_best_loss(row, name) for name in runs},
+                                       {name: spread([run_best_loss(r, name) for r in seeds])["std"] for name in runs})
         failures += [f"{entry.split('/')[1]}: {failure}"] if failure else []
     if failures:
         return said, "; ".join(failures)

@@ -209,8 +209,8 @@ def mad_lr_check(res: dict) -> str:
     if not factors:
         return f"No rates checked at `{res['profile']}`: the tables train at their rate in params."
     lines = [f"Best test loss of each run of seed {res['seed']} at multiples of the tables' rate {res['own_lr']:g} "
-             "(x1: the tables' own run of that seed, above). A run that does better at another rate gates the MAD "
-             "rows (the ledger says which).", "",
+             "(x1: the tables' own run of that seed, above). A run that does better at another rate, by more than its "
+             "seeds' spread at its own, gates the MAD rows (the ledger says which).", "",
              "| task | run | " + " | ".join(f"x{factor:g}" for factor in factors) + " |",
              "|---|---|" + "---|" * len(factors)]
     own = res["own_lr"]

@@ -72,7 +72,8 @@ def _learning_rates(results: dict, *names: str) -> tuple[str, str | None, str | 
             said[-1] += f", at the rate of {base}"
         seed = str(check[stage]["seed"])
         words, failure = learning_rates(check[stage], own,
-                                        {model: section["models"][model]["seeds"][seed]["val_loss"] for model in own})
+                                        {model: section["models"][model]["seeds"][seed]["val_loss"] for model in own},
+                                        {model: spread(seed_values(section["models"][model]))["std"] for model in own})
         said.append(words)
         failures += [failure] if failure else []
         checked |= bool(check[stage]["factors"])

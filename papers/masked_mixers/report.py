@@ -139,8 +139,9 @@ def lr_check(res: dict) -> str:
                      for factor in factors]
             lines.append(f"| {model} | {own:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    return "\n".join(lines + ["A model that does better at another rate gates the claims that compare it (the "
-                               "ledger says which); the mixer variants train at the flat mixer's rate."])
+    return "\n".join(lines + ["A model that does better at another rate, by more than its seeds' spread at its own, "
+                               "gates the claims that compare it (the ledger says which); the mixer variants train "
+                               "at the flat mixer's rate."])
 
 
 def generation(gen: dict) -> str:
