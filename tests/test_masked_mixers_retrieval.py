@@ -17,6 +17,7 @@ from papers.masked_mixers.retrieval import (
     make_batch,
     ranking_top1,
     sample_candidates,
+    standardized,
     train_retrieval,
 )
 
@@ -102,6 +103,34 @@ def test_retrieval_training_learns_an_easy_task_and_uses_plain_cross_entropy():
     result = train_retrieval(queries, targets, test_q, test_t, c, cfg, seed=0)
     assert result["test_top1"] > 0.7 and result["chance_top1"] == 1 / c
     assert result["train_loss"] < math.log(math.e + c - 1) - 1 - 0.3
+
+
+def test_standardized_inputs_let_the_model_find_a_match_that_a_shared_offset_hides():
+    """The positive case of `standardize`: pairs that match as clearly as `_noisy_copies`' but sit
+    on one large shared offset (as a trained mixer's pooled states do). Standardized, the model
+    finds the match; as they are, it stays near chance (1/8) in the same steps."""
+    pairs = _noisy_copies()
+    offset = 20 * torch.randn(8)
+    queries, targets, test_q, test_t = (x + offset for x in pairs)
+    top1 = {}
+    for standardize in (True, False):
+        cfg = RetrievalTraining(depth=2, steps=300, batch_size=32, eval_batches=2, standardize=standardize)
+        cfg.optim.lr = 1e-2
+        top1[standardize] = train_retrieval(queries, targets, test_q, test_t, 8, cfg, seed=0)["test_top1"]
+    assert top1[True] > 0.7 and top1[False] < 0.25
+
+
+def test_standardizing_uses_the_training_pairs_statistics_only():
+    torch.manual_seed(0)
+    train_q, train_t, test = torch.randn(6, 3) * 5 + 2, torch.randn(4, 3), torch.randn(5, 3)
+    rows = [list(map(float, row)) for row in torch.cat([train_q, train_t])]
+    for dim in range(3):
+        column = [row[dim] for row in rows]
+        mean = sum(column) / len(column)
+        std = (sum((x - mean) ** 2 for x in column) / (len(column) - 1)) ** 0.5
+        out = standardized(train_q, train_t, test)
+        torch.testing.assert_close(out[2][:, dim], (test[:, dim] - mean) / std)
+        torch.testing.assert_close(out[0][:, dim], (train_q[:, dim] - mean) / std)
 
 
 def test_the_learning_curve_reads_the_run_without_changing_it():
