@@ -79,9 +79,13 @@ def representation(rep: dict) -> str:
 
 def retrieval(ret: dict) -> str:
     cs = ret["candidates"]
+    # results from before the inputs could be standardized read them as they are
+    inputs = ("standardized per dimension with the training pairs' mean and spread" if ret.get("standardized")
+              else "as they are")
     lines = [f"Top-1 accuracy on {ret['n_test']} test pairs, mean ± std over seeds {ret['seeds']}; chance "
              + ", ".join(f"{1 / c:.3f} (c = {c})" for c in cs) + ". InfoNCE source: "
-             f"`{ret['infonce']['source']}`.", "",
+             f"`{ret['infonce']['source']}`. The retrieval model reads the states {inputs}; the rankings read "
+             "them as they are.", "",
              "| source | model | weights | embedding | " + " | ".join(f"top-1, c = {c}" for c in cs)
              + "".join(f" | {label} ranking top-1, c = {cs[0]}" for label in ("cosine", "L1", "L2")) + " |",
              "|---|---|---|---|" + "---|" * (len(cs) + 3)]

@@ -493,6 +493,7 @@ def main(argv: list[str] | None = None) -> None:
                "tau": cfg.infonce.tau, "seeds": {seed: out["infonce"] for seed, out in compared.items()}}
     write_json(args.out, {"profile": profile, "n_train": len(ids["train_q"]), "n_test": len(ids["test_q"]),
                           "n_ctx": sizes.n_ctx, "candidates": cfg.candidates, "steps": cfg.training.steps,
+                          "standardized": cfg.training.standardize,
                           "sources": sources, "throughput": throughput, "infonce": infonce, "seeds": cfg.seeds})
 
 
