@@ -153,12 +153,12 @@ def learning_rates(check: dict, own_lr: dict[str, float], own_loss: dict[str, fl
     for name in [name for name in own_lr if name not in unchecked]:
         losses = {float(lr): loss for lr, loss in check["final_val_loss"][name].items()}
         rate = min(losses, key=losses.get)
-        gain, words = own_loss[name] - losses[rate], f"{name} at lr {rate:g}"
+        gain = own_loss[name] - losses[rate]
         if gain > own_spread[name]:
             worse.append(f"{name} does better at lr {rate:g} than at its {own_lr[name]:g} (by {gain:.3g}, more than "
                          f"its seeds' spread {own_spread[name]:.3g})")
         elif gain > 0:
-            close.append(f"{words} by {gain:.3g}, within its seeds' spread {own_spread[name]:.3g}")
+            close.append(f"{name} at lr {rate:g} by {gain:.3g}, within its seeds' spread {own_spread[name]:.3g}")
     rates = ", ".join(f"{rate:g}" for rate in tried) + (" times its rate" if "factors" in check else "")
     found = f"checked at {rates}" if worse else f"each its best of {rates}"
     said = f"{trained}, {found} at seed {check['seed']}"
