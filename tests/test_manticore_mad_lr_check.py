@@ -35,3 +35,47 @@ def test_the_tables_first_seed_runs_again_at_each_multiple_of_their_rate_but_one
 def test_a_bad_check_is_refused_in_one_line(raw, message):
     with pytest.raises(ConfigError, match=message):
         from_dict(MADLRCheckConfig, raw, where="c")
+
+
+def _tiny(**model_lr) -> MADExperimentsConfig:
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+    params["mad_experiments"]["tiny"]["model_lr"] = model_lr
+    return stage_config(params, "mad_experiments", MADExperimentsConfig, "tiny", shared=MAD_TASKS)
+
+
+def test_each_run_trains_and_is_checked_at_its_own_rate(monkeypatch):
+    """`model_lr` names a rate per task and run; every other run keeps `optim.lr`. A worker job
+    hands its run that rate, and the check trains it at that rate times each factor."""
+    import papers.manticore.mad_runs as mad_runs
+
+    cfg = _tiny(memorization={"mamba": 0.004, "manticore": 0.008})
+    seen = {}
+    monkeypatch.setattr(mad_runs, "train_alone", lambda lm, task, at, seed, run_dir: seen.setdefault(
+        (task.task, run_dir.name), at.optim.lr))
+    monkeypatch.setattr(mad_runs, "search_and_retrain", lambda configs, n_blocks, search, retrain, task, at, *rest:
+                        seen.setdefault((task.task, "manticore"), at.optim.lr))
+    for entry in ("mad_baseline/memorization", "mad_baseline/in-context-recall"):
+        for kind, name in (("alone", "mamba"), ("alone", "gpt_neo"), ("manticore", "manticore")):
+            mad_runs.run_job(kind, name, entry, 0, cfg, Path("runs"))
+    assert seen == {("memorization", "mamba"): 0.004, ("memorization", "gpt_neo"): cfg.optim.lr,
+                    ("memorization", "manticore"): 0.008, ("in-context-recall", "mamba"): cfg.optim.lr,
+                    ("in-context-recall", "gpt_neo"): cfg.optim.lr, ("in-context-recall", "manticore"): cfg.optim.lr}
+    rates = {(job["entry"], job["name"], job["cfg"].optim.lr): job["cfg"].lr_of(job["entry"], job["name"])
+             for job in check_jobs(cfg, [0.5, 1, 2], Path("runs"))}
+    assert rates[("mad_baseline/memorization", "mamba", cfg.optim.lr * 2)] == pytest.approx(0.008)
+    assert rates[("mad_baseline/memorization", "manticore", cfg.optim.lr / 2)] == pytest.approx(0.004)
+    assert rates[("mad_baseline/memorization", "gpt_neo", cfg.optim.lr / 2)] == pytest.approx(cfg.optim.lr / 2)
+    assert cfg.run_rates()["mad_baseline/memorization"]["manticore"] == 0.008
+
+
+AT = r"^mad_experiments\.tiny\.model_lr\."
+
+
+@pytest.mark.parametrize("model_lr, message", [
+    ({"copying": {"mamba": 0.004}}, AT + r"copying: not a task of settings; allowed: in-context-recall, "),
+    ({"memorization": {"gru": 0.004}}, AT + r"memorization\.gru: not a run of the tables; allowed: gpt_neo, "),
+    ({"memorization": {"mamba": 0}}, AT + r"memorization\.mamba: a learning rate must be a positive number; got 0\.0$"),
+])
+def test_a_bad_per_run_rate_is_refused_in_one_line(model_lr, message):
+    with pytest.raises(ConfigError, match=message):
+        _tiny(**model_lr)

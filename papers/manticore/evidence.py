@@ -364,20 +364,23 @@ def mad_learning_rates(results: dict, runs: list[str]) -> tuple[str, str | None]
     mad, check = results["mad_experiments"], results.get("mad_lr_check")
     if check is None:  # an earlier run's results, before the check
         return "rates unchecked", None
-    own = dict.fromkeys(runs, check["own_lr"])
-    said, failures = f"{', '.join(runs)} at lr {check['own_lr']:g}, rates unchecked", []
+    said, failures = [], []
     for entry, by_rate in check["tasks"].items():
+        # Results from before per-run rates trained every run at the tables' rate.
+        checked = {name: check.get("lr", {}).get(entry, {}).get(name, check["own_lr"]) for name in runs}
+        trained = {name: mad.get("lr", {}).get(entry, {}).get(name, check["own_lr"]) for name in runs}
         row = mad["tasks"][entry]["seeds"][str(check["seed"])]
-        task = {"seed": check["seed"], "factors": check["factors"], "own_lr": own,
-                "final_val_loss": {name: {rate: run_best_loss(other, name) for rate, other in by_rate.items()}
-                                   for name in runs}}
+        # The check's rows are keyed by the tables' rate times a factor; each run trained at its own times it.
+        factors = {rate: float(rate) / check["own_lr"] for rate in by_rate}
+        task = {"seed": check["seed"], "factors": check["factors"], "own_lr": checked,
+                "final_val_loss": {name: {f"{checked[name] * factors[rate]:g}": run_best_loss(other, name)
+                                          for rate, other in by_rate.items()} for name in runs}}
         seeds = mad_seed_rows(mad, entry)
-        said, failure = learning_rates(task, own, {name: run_best_loss(row, name) for name in runs},
-                                       {name: spread([run_best_loss(r, name) for r in seeds])["std"] for name in runs})
+        words, failure = learning_rates(task, trained, {name: run_best_loss(row, name) for name in runs},
+                                        {name: spread([run_best_loss(r, name) for r in seeds])["std"] for name in runs})
+        said.append(f"{entry.split('/')[1]}: {words}")
         failures += [f"{entry.split('/')[1]}: {failure}"] if failure else []
-    if failures:
-        return said, "; ".join(failures)
-    return said + (" on every task" if check["factors"] else ""), None
+    return "; ".join(said), "; ".join(failures) or None
 
 
 def _mad(results: dict, networks: list[str], parts: dict[str, list[float]], runs: list[str]) -> Evidence:

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from common.config import bounded, check_distinct, from_dict, seeds_field
@@ -93,7 +93,25 @@ class MADExperimentsConfig(MADTasksConfig):
     hybrids: dict[str, HybridConfig] = field(default_factory=dict)
     search: SearchConfig = field(default_factory=lambda: SearchConfig(arch_lr=0.1, update="simultaneous"))
     programming: ProgrammingSearch | None = None
+    # Rates other than `optim.lr`, per task (its name in `settings`) and run (a component, a
+    # baseline, `manticore` or a hybrid, with its retrainings): where `mad_lr_check` found one better.
+    model_lr: dict[str, dict[str, float]] = field(default_factory=dict)
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
+
+    def lr_of(self, entry: str, name: str) -> float:
+        """The rate run `name` trains at on task `entry` (`<setting set>/<task>`)."""
+        return self.model_lr.get(entry.split("/")[1], {}).get(name, self.optim.lr)
+
+    def run_rates(self) -> dict[str, dict[str, float]]:
+        """Every task's and run's rate, as the results record them."""
+        names = [*self.components, *self.baselines, "manticore", *self.hybrids]
+        return {entry: {name: self.lr_of(entry, name) for name in names} for entry in self.tasks()}
+
+    def scaled(self, factor: float) -> MADExperimentsConfig:
+        """This config with every rate, `optim.lr` and each of `model_lr`, times `factor`."""
+        return replace(self, optim=replace(self.optim, lr=self.optim.lr * factor),
+                       model_lr={task: {name: lr * factor for name, lr in rates.items()}
+                                 for task, rates in self.model_lr.items()})
 
     def check(self) -> None:
         super().check()
@@ -122,6 +140,15 @@ class MADExperimentsConfig(MADTasksConfig):
                 if depths[name] % n_blocks:
                     raise ConfigError(f"{blocks_key}: {n_blocks} must divide the depth of every hybrid component; "
                                       f"{name} has {depths[name]} blocks (in {label})")
+        tasks, runs = [entry.split("/")[1] for entry in self.tasks()], [*depths, "manticore", *self.hybrids]
+        for task, rates in self.model_lr.items():
+            if task not in tasks:
+                raise ConfigError(f"model_lr.{task}: not a task of settings; allowed: {', '.join(tasks)}")
+            for name, lr in rates.items():
+                if name not in runs:
+                    raise ConfigError(f"model_lr.{task}.{name}: not a run of the tables; allowed: {', '.join(runs)}")
+                if not (isinstance(lr, (int, float)) and lr > 0):
+                    raise ConfigError(f"model_lr.{task}.{name}: a learning rate must be a positive number; got {lr!r}")
 
 
 def lm_configs(models: dict[str, dict[str, Any]], vocab_size: int, n_ctx: int, where: str) -> dict[str, LMConfig]:

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                       **{k: round(v[cfg.hybrids[k].compare]["loss"], 3) for k, v in row.get("hybrids", {}).items()}})
 
     write_json(args.out, {"profile": profile, "seeds": cfg.seeds, "steps": cfg.trainer.max_steps,
+                          "lr": cfg.run_rates(),
                           "components": list(cfg.components), "n_blocks": cfg.n_blocks,
                           "projectors": cfg.projectors,
                           "programming": None if cfg.programming is None else asdict(cfg.programming),

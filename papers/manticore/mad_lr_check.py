@@ -1,19 +1,21 @@
 """Stage `mad_lr_check`: are the MAD tables' networks trained at their best learning rate?
 
-Tables 2 and 5 compare networks trained from scratch at one rate (`mad_tasks`' `optim.lr`); a rate
-that suits Manticore and not a component (or an existing hybrid) would make the table say so. For
-every MAD task, the first seed of `mad_experiments` runs again as that stage runs it (every network
-alone, Manticore's search and the hybrids' searches with their retrainings; the programming search,
-which no table compares, is left out) at the tables' rate times each of `factors` but 1. The run
-at the tables' own rate is `mad_experiments`' first seed, not trained again here: the claims ledger
-reads both files, and a network whose best test loss is lower at another rate gates the MAD rows.
+Tables 2 and 5 compare networks trained from scratch, each run at its rate (`mad_tasks`' `optim.lr`
+unless `mad_experiments.model_lr` names another for that task); a rate that suits Manticore and not
+a component (or an existing hybrid) would make the table say so. For every MAD task, the first seed
+of `mad_experiments` runs again as that stage runs it (every network alone, Manticore's search and
+the hybrids' searches with their retrainings; the programming search, which no table compares, is
+left out) at each run's rate times each of `factors` but 1. The run at its own rate is
+`mad_experiments`' first seed, not trained again here: the claims ledger reads both files, and a
+run whose best test loss is lower at another rate, by more than its seeds' spread, gates the MAD rows.
 
 Apart from `mad_experiments`, so that the check is paid for once: it reruns when the sections it
 reads or its factors change, and a fresh clone keeps the committed result. Its runs' directory is
 scratch (kept for resuming), not a DVC output. No factors: nothing is checked.
 
-Writes `results/mad_lr_check.json`: the seed, the factors, the tables' own rate, and per task and
-rate the row `mad_experiments` writes per seed.
+Writes `results/mad_lr_check.json`: the seed, the factors, the tables' rate (`own_lr`), each run's
+own rate per task (`lr`), and per task and multiple of the tables' rate the row `mad_experiments`
+writes per seed.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ log = logging.getLogger("mad_lr_check")
 
 @dataclass
 class MADLRCheckConfig:
-    # Multiples of the tables' rate to try; 1 is mad_experiments' own run, not trained again.
+    # Multiples of each run's rate to try; 1 is mad_experiments' own run, not trained again.
     factors: list[float] = field(default_factory=list)
     workers: int | None = bounded(None, ge=1)  # training processes; None: one per core
 
@@ -52,13 +54,13 @@ class MADLRCheckConfig:
 
 
 def check_jobs(cfg: MADExperimentsConfig, factors: list[float], run_root: Path) -> list[dict]:
-    """Every job of `mad_experiments`' first seed but the programming search, at the tables' rate
-    times each factor but 1; each job's `cfg` carries its rate."""
+    """Every job of `mad_experiments`' first seed but the programming search, at its rate times each
+    factor but 1; each job's `cfg` carries its rates (`scaled`)."""
     jobs, seed = [], cfg.seeds[0]
     for factor in factors:
         if factor == 1:
             continue
-        at = replace(cfg, optim=replace(cfg.optim, lr=cfg.optim.lr * factor), programming=None)
+        at = replace(cfg.scaled(factor), programming=None)
         for entry, task in cfg.tasks().items():
             n_ctx = sequence_length(task)
             alone = [*component_configs(cfg, task.vocab_size, n_ctx), *baseline_configs(cfg, task.vocab_size, n_ctx)]
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             tasks[entry][f"{lr:g}"] = table_row(at, {job["name"]: result for job, result in zip(jobs, done)
                                                      if job["entry"] == entry and job["cfg"].optim.lr == lr})
     write_json(args.out, {"profile": profile, "seed": cfg.seeds[0], "factors": factors, "own_lr": cfg.optim.lr,
-                          "tasks": tasks})
+                          "lr": cfg.run_rates(), "tasks": tasks})
     log.info("wrote %s: %d runs", args.out, len(jobs))
 
 

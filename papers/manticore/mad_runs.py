@@ -93,9 +93,11 @@ def search_and_retrain(configs: dict[str, LMConfig], n_blocks: int, search_cfg: 
 
 
 def run_job(kind: str, name: str, entry: str, seed: int, cfg: MADExperimentsConfig, run_root: Path) -> dict:
-    """One independent run of task `entry` with `seed` (a worker job): a network trained alone
-    (`kind` "alone"), or a search with its retrainings: of Manticore[components] ("manticore"), the
-    programming search ("programming"), or the hybrid `name` ("hybrid")."""
+    """One independent run of task `entry` with `seed` (a worker job), at its rate (`lr_of`): a
+    network trained alone (`kind` "alone"), or a search with its retrainings: of
+    Manticore[components] ("manticore"), the programming search ("programming"), or the hybrid
+    `name` ("hybrid")."""
+    cfg = replace(cfg, optim=replace(cfg.optim, lr=cfg.lr_of(entry, name)))
     task = cfg.tasks()[entry]
     n_ctx = sequence_length(task)
     configs = component_configs(cfg, task.vocab_size, n_ctx)

@@ -208,11 +208,12 @@ def mad_lr_check(res: dict) -> str:
     factors = res["factors"]
     if not factors:
         return f"No rates checked at `{res['profile']}`: the tables train at their rate in params."
-    lines = [f"Best test loss of each run of seed {res['seed']} at multiples of the tables' rate {res['own_lr']:g} "
-             "(x1: the tables' own run of that seed, above). A run that does better at another rate, by more than its "
-             "seeds' spread at its own, gates the MAD rows (the ledger says which).", "",
-             "| task | run | " + " | ".join(f"x{factor:g}" for factor in factors) + " |",
-             "|---|---|" + "---|" * len(factors)]
+    lines = [f"Best test loss of each run of seed {res['seed']} at multiples of its rate (`rate`: the tables' "
+             f"{res['own_lr']:g} unless `model_lr` names another; x1: the tables' own run of that seed, above). A run "
+             "that does better at another rate, by more than its seeds' spread at its own, gates the MAD rows (the "
+             "ledger says which).", "",
+             "| task | run | rate | " + " | ".join(f"x{factor:g}" for factor in factors) + " |",
+             "|---|---|---|" + "---|" * len(factors)]
     own = res["own_lr"]
     for entry, by_rate in res["tasks"].items():
         row = next(iter(by_rate.values()))
@@ -222,7 +223,8 @@ def mad_lr_check(res: dict) -> str:
             cells = ["tables" if factor == 1 else
                      f"{evidence.run_best_loss(by_rate[f'{own * factor:g}'], name):.3f}"
                      for factor in factors]
-            lines.append(f"| {entry} | {name} | " + " | ".join(cells) + " |")
+            rate = res.get("lr", {}).get(entry, {}).get(name, own)
+            lines.append(f"| {entry} | {name} | {rate:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
