@@ -8,9 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import yaml
 
+from common.config import stage_config
 from common.data import mad
 from common.data.mad import IGNORE_INDEX, MADTaskConfig
+from papers.manticore.mad_config import MADTasksConfig
+from tests.conftest import ROOT
 
 SMALL = {  # small but non-trivial instances of every task
     "in-context-recall": MADTaskConfig("in-context-recall", 16, 64, 60, 60),
@@ -360,21 +364,18 @@ def test_generation_speed(task):
     assert rate >= 1000, f"{task}: {rate:.0f} instances/s ({elapsed:.2f} s)"
 
 
-def test_manticores_memorization_setting_leaves_a_third_of_the_test_keys_unseen():
-    """The figures the Manticore README gives for its memorization setting: 256 training rows of 16
-    queries over 4,095 keys leave about a third of the test queries on keys training never shows,
-    which caps accuracy near 64%. The mad-lab baseline setting (127 keys) shows every key."""
-    def unseen(cfg: MADTaskConfig) -> tuple[int, float]:
-        data = mad.generate(cfg)
-        seen = set(data["train_inputs"][:, ::2].ravel().tolist())
-        queries = data["test_inputs"][:, ::2].ravel().tolist()
-        return len(seen), sum(key not in seen for key in queries) / len(queries)
+def memorization_unseen(cfg: MADTaskConfig) -> tuple[int, float]:
+    """Distinct keys the training split shows, and the share of test queries on any other key."""
+    data = mad.generate(cfg)
+    seen = set(data["train_inputs"][:, ::2].ravel().tolist())
+    queries = data["test_inputs"][:, ::2].ravel().tolist()
+    return len(seen), sum(key not in seen for key in queries) / len(queries)
 
-    cfg = mad.MANTICORE_AS_RUN["memorization"]
-    seen, fraction = unseen(cfg)
-    # Against the occupancy law: `draws` uniform draws over `keys` keys show K(1 - (1 - 1/K)^m)
-    # distinct keys on average, with the variance below; a test query is unseen with probability
-    # 1 - seen/K. Four standard deviations either way.
+
+def assert_occupancy_law(cfg: MADTaskConfig, seen: int, fraction: float) -> None:
+    """`draws` uniform draws over `keys` keys show K(1 - (1 - 1/K)^m) distinct keys on average, with
+    the variance below; a test query is unseen with probability 1 - seen/K. Four standard
+    deviations either way."""
     keys, draws = (cfg.vocab_size - 1) // 2, cfg.num_train_examples * cfg.seq_len // 2
     miss = (1 - 1 / keys) ** draws
     expected = keys * (1 - miss)
@@ -383,6 +384,28 @@ def test_manticores_memorization_setting_leaves_a_third_of_the_test_keys_unseen(
     queries = cfg.num_test_examples * cfg.seq_len // 2
     p_unseen = 1 - seen / keys
     assert abs(fraction - p_unseen) < 4 * math.sqrt(p_unseen * (1 - p_unseen) / queries), (fraction, p_unseen)
+
+
+def test_manticores_memorization_setting_leaves_a_third_of_the_test_keys_unseen():
+    """The figures the Manticore README gives for its memorization setting: 256 training rows of 16
+    queries over 4,095 keys leave about a third of the test queries on keys training never shows,
+    which caps accuracy near 64%. The mad-lab baseline setting (127 keys) shows every key."""
+    cfg = mad.MANTICORE_AS_RUN["memorization"]
+    seen, fraction = memorization_unseen(cfg)
+    assert_occupancy_law(cfg, seen, fraction)
+    keys = (cfg.vocab_size - 1) // 2
     assert 0.34 < fraction < 0.39  # the README's "about 36%"
     assert 1 - fraction + fraction / keys == pytest.approx(0.64, abs=0.02)
-    assert unseen(mad.MAD_BASELINE["memorization"]) == (127, 0.0)
+    assert memorization_unseen(mad.MAD_BASELINE["memorization"]) == (127, 0.0)
+
+
+def test_the_tiny_memorization_setting_leaves_an_eighth_of_the_test_keys_unseen():
+    """The figures docs/manticore/experiments.md gives for the MAD tables' memorization at `tiny`
+    (vocabulary 4096, 256 training rows): 1,777 of the 2,047 keys shown, 12.7% of the test queries
+    on the others, so accuracy stays below about 87%."""
+    params = yaml.safe_load((ROOT / "papers/manticore/params.yaml").read_text())
+    tasks = stage_config(params, "mad_tasks", MADTasksConfig, "tiny").tasks()
+    cfg = tasks["mad_baseline/memorization"]
+    seen, fraction = memorization_unseen(cfg)
+    assert_occupancy_law(cfg, seen, fraction)
+    assert (seen, (cfg.vocab_size - 1) // 2, round(fraction, 3)) == (1777, 2047, 0.127)

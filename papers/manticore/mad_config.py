@@ -102,10 +102,13 @@ class MADExperimentsConfig(MADTasksConfig):
         """The rate run `name` trains at on task `entry` (`<setting set>/<task>`)."""
         return self.model_lr.get(entry.split("/")[1], {}).get(name, self.optim.lr)
 
+    def run_names(self) -> list[str]:
+        """The runs a rate can be named for: each network alone, Manticore's search, each hybrid."""
+        return [*self.components, *self.baselines, "manticore", *self.hybrids]
+
     def run_rates(self) -> dict[str, dict[str, float]]:
         """Every task's and run's rate, as the results record them."""
-        names = [*self.components, *self.baselines, "manticore", *self.hybrids]
-        return {entry: {name: self.lr_of(entry, name) for name in names} for entry in self.tasks()}
+        return {entry: {name: self.lr_of(entry, name) for name in self.run_names()} for entry in self.tasks()}
 
     def scaled(self, factor: float) -> MADExperimentsConfig:
         """This config with every rate, `optim.lr` and each of `model_lr`, times `factor`."""
@@ -140,7 +143,7 @@ class MADExperimentsConfig(MADTasksConfig):
                 if depths[name] % n_blocks:
                     raise ConfigError(f"{blocks_key}: {n_blocks} must divide the depth of every hybrid component; "
                                       f"{name} has {depths[name]} blocks (in {label})")
-        tasks, runs = [entry.split("/")[1] for entry in self.tasks()], [*depths, "manticore", *self.hybrids]
+        tasks, runs = [entry.split("/")[1] for entry in self.tasks()], self.run_names()
         for task, rates in self.model_lr.items():
             if task not in tasks:
                 raise ConfigError(f"model_lr.{task}: not a task of settings; allowed: {', '.join(tasks)}")
