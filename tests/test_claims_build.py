@@ -101,8 +101,10 @@ def test_no_paper_module_writes_a_verdict(paper):
 def test_the_judge_reads_the_evidence_and_fills_the_text_from_its_facts():
     evidence = Evidence(arms={"a": [1.0, 1.1, 1.2], "b": [1.5, 1.6, 1.7]}, difference=[0.5, 0.5, 0.6],
                         chance=5.0, facts={"steps": 600})
-    entry = build(spec_of(claim(metric="loss at step {steps}, B - A")), evidence)["c"]
+    entry = build(spec_of(claim(claim="A beats B ({steps} steps)", metric="loss at step {steps}, B - A")),
+                  evidence)["c"]
     assert entry["verdict"] == "reproduced" and entry["metric"] == "loss at step 600, B - A"
+    assert entry["claim"] == "A beats B (600 steps)"
     assert "Direction only: no number in the paper" in entry["why"] and entry["margin"] > 0
     assert entry["seeds_declared"] == 3 and entry["arms"]["a"]["n"] == 3
     with pytest.raises(ConfigError, match="names 'epochs', which its extractor does not give"):

@@ -490,6 +490,8 @@ def build_ledger(spec: dict[str, Any], results: dict[str, dict], extractors: Mod
         if claim.get("seeds") and (seed_count(evidence) or 0) > claim["seeds"]:
             evidence = evidence.first(claim["seeds"])  # never more seeds than declared before the run
         values = {"profile": profile, **claim.get("args", {}), **evidence.facts}
+        if not evidence.missing:  # with nothing measured the claim's facts are absent: its text stays as declared
+            fields["claim"] = text(claim["claim"], values, name)
         if at_scale and not evidence.missing:
             metric = earlier["earlier_metric"] if earlier is not None else text(claim.get("metric"), values, name)
             entry = claim_entry(**fields, metric=metric or "-",

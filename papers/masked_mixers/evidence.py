@@ -233,7 +233,13 @@ def hamming_near(results: dict, model: str) -> Evidence:
 
 
 def _hamming_facts(rep: dict, size: str) -> dict:
-    return {"size": size, "n_inputs": rep["n_inputs"], "n_tokens": rep["n_tokens"]}
+    return {"size": _readable(size), "n_inputs": rep["n_inputs"], "n_tokens": rep["n_tokens"]}
+
+
+def _readable(size: str) -> str:
+    """`d256_l8` (the stages' key for a size) -> `d_model 256, 8 layers`."""
+    d_model, n_layers = size.removeprefix("d").split("_l")
+    return f"d_model {d_model}, {n_layers} layers"
 
 
 def hamming_gap(results: dict, state: str, target: str, key: str) -> Evidence:
@@ -271,7 +277,7 @@ def expansion_gap(results: dict, target: str, key: str) -> Evidence:
     arms = {name: [row[target][key] for row in rep[name].values()] for name in ("mixer_expanded", "mixer_flat")}
     return Evidence(arms=arms, difference=paired_differences(arms["mixer_expanded"], arms["mixer_flat"]),
                     learned=above_chance(arms["mixer_flat"], chance, higher_is_better=False), chance=chance,
-                    facts={"size": exp["representation_size"], "n_inputs": exp["n_inputs"],
+                    facts={"size": _readable(exp["representation_size"]), "n_inputs": exp["n_inputs"],
                            "n_tokens": exp["n_tokens"]})
 
 
